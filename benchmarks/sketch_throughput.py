@@ -1,0 +1,353 @@
+"""Throughput of the project's Misra-Gries sketches against two baselines.
+
+What it measures
+----------------
+One seeded stream of IPv4 addresses (default 10^7 elements, "Zipf-ish": see :func:`zipf_addresses`)
+is pushed through sketches for all four byte levels of the IPv4 hierarchy (/8, /16, /24, /32), κ
+counters per level (default 1024). For each implementation the timed path is the whole update
+path: generalising each address to each level (masking) plus inserting the four keys.
+
+(a) ``project``: :class:`sketches.level_sketches.LevelSketches` with P = 1 (one compiled
+    Misra-Gries sketch per level), fed in batches of ``--batch`` addresses (default 65536, the pcap
+    connector's chunk size). The numba kernel is loaded/compiled before timing.
+(b) ``python-dict``: a plain-Python Misra-Gries per level, a ``dict`` key -> count plus a list of
+    slots, with exactly the semantics of Algorithm 2 (spec §2) including the slot-order tie-break,
+    so its final state is *identical* to the project's (checked after the timed run and printed).
+    It is a straightforward dict implementation, not a tuned one (see :class:`DictMisraGries`).
+(c) ``datasketches``: Apache DataSketches' ``frequent_items_sketch`` (Python binding of the C++
+    library), one per level, with ``lg_max_k`` the smallest size whose capacity (0.75·2^lg_max_k)
+    holds κ counters. The binding has no batch update, so it is fed one ``update(int)`` call per
+    key. Note that it is a different algorithm (weighted MG with a median purge, a hash map of
+    2^lg_max_k slots), so it is a speed reference, not a drop-in equivalent.
+
+The pure-Python baselines are too slow for the full stream on a small machine, so by default they
+are timed on a prefix of the stream (``--dict-elements``, ``--ds-elements``; default 10^6). The
+project is timed both on the full stream and on each prefix length; the printed ratios compare
+rates measured on the *same* prefix (and the output says so). Rates are addresses per second:
+stream elements per second through all four levels (each address = 4 sketch updates).
+
+Run::
+
+    .venv/bin/python benchmarks/sketch_throughput.py            # full size (10^7 elements)
+    .venv/bin/python benchmarks/sketch_throughput.py --quick    # smoke run (2·10^5 elements)
+
+Progress goes to stderr, the results table to stdout. Target: project / python-dict >= 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Make the project importable when run as a script from anywhere.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
+from sketches.level_sketches import LevelSketches  # noqa: E402
+
+TARGET_RATIO_DICT = 10.0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Stream
+
+
+def _truncated_zipf_octets(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+    """n ranks in 0..255 with P(r) ∝ 1/(r+1)^s (inverse-CDF sampling)."""
+    weights = 1.0 / np.arange(1, 257, dtype=np.float64) ** s
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    return np.searchsorted(cdf, rng.random(n), side="right").astype(np.uint32)
+
+
+def zipf_addresses(n: int, *, seed: int, s: float = 1.1) -> np.ndarray:
+    """A seeded stream of ``n`` IPv4 addresses (uint32) with hierarchical Zipf structure.
+
+    Each of the four octets is an independent truncated-Zipf rank (exponent ``s`` over 256 ranks)
+    mapped to an octet value through a fixed permutation that is shifted by a hash of the parent
+    prefix, so different /8s have different popular /16s, and so on. The result has heavy
+    hitters at every level (the most popular /8 carries ~1/6 of the stream at s = 1.1) and a long
+    tail of distinct addresses, which exercises hits, replacements and decrement-all steps.
+    """
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(256).astype(np.uint32)
+    addr = np.zeros(n, dtype=np.uint32)
+    for _ in range(4):
+        rank = _truncated_zipf_octets(rng, n, s)
+        with np.errstate(over="ignore"):
+            shift = ((addr * np.uint32(0x9E3779B1)) >> np.uint32(24)) & np.uint32(0xFF)
+        octet = (perm[rank] + shift) & np.uint32(0xFF)
+        addr = (addr << np.uint32(8)) | octet
+    return addr
+
+
+# ------------------------------------------------------------------------------------------------
+# Baseline (b): a plain-Python dict Misra-Gries
+
+
+class DictMisraGries:
+    """Algorithm 2 (spec §2) with a Python dict; unit weights.
+
+    A straightforward baseline, as one would write it without a compiled kernel: ``counts`` maps
+    each real key to its counter; ``slots`` lists the keys in slot order so that the data-independent
+    tie-break of step 3 ("the lowest-index slot with the smallest counter") is the same as the
+    project's, which makes the final state identical and the comparison fair. Dummy keys are not
+    stored: while fewer than κ slots are used, the lowest free slot is a dummy with count 0, and
+    every real key has count >= 1 (counters only drop in a decrement-all, which cannot happen
+    while a dummy with count 0 exists), so the next free slot is the one step 3 picks. Once all κ
+    slots are used they stay used. Zero counters are found through a list of the slots that were
+    zero after the last decrement-all, skipped lazily once they become positive again (the same
+    amortisation as the project; a scan over κ slots per insert would be far slower still).
+    The decrement-all is a Python loop over the κ counters.
+    """
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.counts: dict[int, int] = {}
+        self.slots: list[int] = []
+        self.zeros: list[int] = []
+        self.zptr = 0
+        self.decrements = 0
+        self.total = 0
+
+    def update(self, items: list[int]) -> None:
+        counts, slots, k = self.counts, self.slots, self.k
+        get = counts.get
+        zeros, zptr, decrements = self.zeros, self.zptr, self.decrements
+        zlen = len(zeros)
+        for x in items:
+            c = get(x)
+            if c is not None:  # step 1: x is a key
+                counts[x] = c + 1
+                continue
+            if len(slots) < k:  # step 3 with a dummy in the lowest free slot
+                slots.append(x)
+                counts[x] = 1
+                continue
+            while zptr < zlen and counts[slots[zeros[zptr]]] != 0:
+                zptr += 1
+            if zptr == zlen:  # step 2: every counter >= 1: decrement all, x is dropped
+                for key in counts:
+                    counts[key] -= 1
+                zeros = [i for i, key in enumerate(slots) if counts[key] == 0]
+                zlen = len(zeros)
+                zptr = 0
+                decrements += 1
+                continue
+            i = zeros[zptr]  # step 3: replace the lowest-index zero slot
+            zptr += 1
+            del counts[slots[i]]
+            slots[i] = x
+            counts[x] = 1
+        self.zeros, self.zptr, self.decrements = zeros, zptr, decrements
+        self.total += len(items)
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = np.array(self.slots, dtype=np.int64)
+        return keys, np.array([self.counts[x] for x in self.slots], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# Runners: each returns (seconds, object holding the final state)
+
+
+def chunks(stream: np.ndarray, batch: int):
+    for start in range(0, stream.shape[0], batch):
+        yield stream[start : start + batch]
+
+
+def run_project(stream: np.ndarray, kappa: int, batch: int) -> tuple[float, LevelSketches]:
+    sk = LevelSketches(IPv4Hierarchy(), kappa, 1)
+    t0 = time.perf_counter()
+    for chunk in chunks(stream, batch):
+        sk.update(chunk)
+    return time.perf_counter() - t0, sk
+
+
+def run_dict(stream: np.ndarray, kappa: int, batch: int, masks: list[np.uint32]) -> tuple[float, list[DictMisraGries]]:
+    sketches = [DictMisraGries(kappa) for _ in masks]
+    t0 = time.perf_counter()
+    for chunk in chunks(stream, batch):
+        for mask, sk in zip(masks, sketches):
+            sk.update((chunk & mask).tolist())
+    return time.perf_counter() - t0, sketches
+
+
+def lg_for_kappa(kappa: int) -> int:
+    """Smallest lg_max_k whose DataSketches capacity 0.75·2^lg holds kappa counters."""
+    lg = 3
+    while 0.75 * (1 << lg) < kappa:
+        lg += 1
+    return lg
+
+
+def run_datasketches(stream: np.ndarray, kappa: int, batch: int, masks: list[np.uint32]):
+    import datasketches as ds
+
+    lg = lg_for_kappa(kappa)
+    sketches = [ds.frequent_items_sketch(lg) for _ in masks]
+    t0 = time.perf_counter()
+    for chunk in chunks(stream, batch):
+        for mask, sk in zip(masks, sketches):
+            upd = sk.update
+            for x in (chunk & mask).tolist():
+                upd(x)
+    return time.perf_counter() - t0, sketches
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def best_of(repeat: int, fn, *a):
+    """Run ``fn(*a)`` ``repeat`` times; return (best seconds, result of the last run)."""
+    best, result = None, None
+    for _ in range(max(1, repeat)):
+        secs, result = fn(*a)
+        best = secs if best is None else min(best, secs)
+    return best, result
+
+
+def sweep(args, masks) -> None:
+    """Second table: how the ratios move with the stream's skew (shorter streams)."""
+    m = args.sweep_elements
+    print()
+    print(f"# skew sensitivity: {m:,}-element streams, everything timed on the whole stream, best of {args.repeat}")
+    print(f"{'zipf s':>6} {'distinct /32':>13} {'dec/level(/32)':>14} {'project addr/s':>15} {'dict addr/s':>12} "
+          f"{'ds addr/s':>12} {'proj/dict':>9} {'proj/ds':>8}")
+    for s in args.zipf_sweep:
+        log(f"sweep: s={s} ...")
+        x = zipf_addresses(m, seed=args.seed, s=s)
+        tp, sk = best_of(args.repeat, run_project, x, args.kappa, args.batch)
+        td, _ = best_of(args.repeat, run_dict, x, args.kappa, args.batch, masks)
+        if args.no_datasketches:
+            ts = float("nan")
+        else:
+            ts, _ = best_of(args.repeat, run_datasketches, x, args.kappa, args.batch, masks)
+        print(f"{s:>6.2f} {np.unique(x).size:>13,} {sk.sketch(4).decrements:>14,} {m / tp:>15,.0f} {m / td:>12,.0f} "
+              f"{m / ts:>12,.0f} {td / tp:>8.1f}x {ts / tp:>7.1f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--elements", type=int, default=10_000_000, help="stream length (default 10^7)")
+    ap.add_argument("--counters", "--kappa", dest="kappa", type=int, default=1024, help="κ per level (default 1024)")
+    ap.add_argument("--dict-elements", type=int, default=1_000_000, help="prefix timed for the dict baseline (default 10^6; 0 = whole stream)")
+    ap.add_argument("--ds-elements", type=int, default=1_000_000, help="prefix timed for DataSketches (default 10^6; 0 = whole stream)")
+    ap.add_argument("--batch", type=int, default=65536, help="addresses per update batch (default 65536)")
+    ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent per octet (default 1.1)")
+    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--repeat", type=int, default=3, help="time every implementation this many times, keep the best (default 3)")
+    ap.add_argument("--no-datasketches", action="store_true", help="skip baseline (c)")
+    ap.add_argument("--zipf-sweep", type=lambda t: [float(v) for v in t.split(",")], default=None, metavar="S1,S2,...",
+                    help="also print a table of rates/ratios for these Zipf exponents (e.g. 1.1,1.3,1.5)")
+    ap.add_argument("--sweep-elements", type=int, default=1_000_000, help="stream length per sweep point (default 10^6)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2·10^5 elements, 10^5-element prefixes, 1 repeat")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.elements = min(args.elements, 200_000)
+        args.dict_elements = min(args.dict_elements or 100_000, 100_000)
+        args.ds_elements = min(args.ds_elements or 100_000, 100_000)
+        args.sweep_elements = min(args.sweep_elements, 100_000)
+        args.repeat = 1
+    n = args.elements
+    dict_n = min(args.dict_elements or n, n)
+    ds_n = min(args.ds_elements or n, n)
+
+    hierarchy = IPv4Hierarchy()
+    masks = [np.uint32(hierarchy.mask(level)) for level in range(1, hierarchy.h + 1)]
+
+    log(f"generating {n:,} Zipf-ish addresses (seed {args.seed}, s={args.zipf}) ...")
+    t0 = time.perf_counter()
+    stream = zipf_addresses(n, seed=args.seed, s=args.zipf)
+    distinct = [np.unique(stream & m).size for m in masks]
+    log(f"  done in {time.perf_counter() - t0:.1f}s; distinct per level: "
+        + ", ".join(f"/{L}: {d:,}" for L, d in zip(hierarchy.prefix_lengths, distinct)))
+
+    log("warming up the compiled kernel ...")
+    t0 = time.perf_counter()
+    LevelSketches(hierarchy, args.kappa, 1).update(stream[:1000])
+    log(f"  kernel ready in {time.perf_counter() - t0:.2f}s (excluded from timings)")
+
+    rows = []  # (name, elements, seconds, note)
+
+    log(f"(a) project LevelSketches (κ={args.kappa}, P=1) on {n:,} elements, best of {args.repeat} ...")
+    best, project_full = best_of(args.repeat, run_project, stream, args.kappa, args.batch)
+    rows.append(("project LevelSketches (full stream)", n, best, ""))
+    log(f"  {best:.2f}s, {n / best:,.0f} addresses/s, decrement-all steps per level: "
+        + ", ".join(str(project_full.sketch(l).decrements) for l in range(1, hierarchy.h + 1)))
+
+    prefix_rate: dict[int, float] = {n: n / best}
+    for m in sorted({dict_n, ds_n} - {n}):
+        secs, _ = best_of(max(args.repeat, 3), run_project, stream[:m], args.kappa, args.batch)
+        prefix_rate[m] = m / secs
+        rows.append(("project LevelSketches (prefix)", m, secs, ""))
+        log(f"  prefix {m:,}: {secs:.3f}s, {m / secs:,.0f} addresses/s")
+
+    log(f"(b) python dict Misra-Gries on {dict_n:,} elements, best of {args.repeat} ...")
+    secs, dict_sketches = best_of(args.repeat, run_dict, stream[:dict_n], args.kappa, args.batch, masks)
+    log(f"  {secs:.2f}s, {dict_n / secs:,.0f} addresses/s")
+    _, reference = run_project(stream[:dict_n], args.kappa, args.batch)
+    identical = True
+    for level, dsk in enumerate(dict_sketches, start=1):
+        ref_keys, ref_counts = reference.sketch(level).state()
+        keys, counts = dsk.state()
+        used = len(keys)
+        identical &= (
+            np.array_equal(keys, ref_keys[:used])
+            and np.array_equal(counts, ref_counts[:used])
+            and bool((ref_keys[used:] < 0).all())  # the project's unused slots hold dummies
+            and dsk.decrements == reference.sketch(level).decrements
+        )
+    log(f"  dict state identical to the project's sketch state on that prefix: {identical}")
+    rows.append(("python dict Misra-Gries", dict_n, secs, "final state == project's: " + ("yes" if identical else "NO")))
+    dict_rate = dict_n / secs
+
+    ds_rate = None
+    if not args.no_datasketches:
+        try:
+            import datasketches  # noqa: F401
+        except ImportError:
+            log("  datasketches is not installed: .venv/bin/pip install -e '.[bench]'  (skipping (c))")
+        else:
+            lg = lg_for_kappa(args.kappa)
+            log(f"(c) DataSketches frequent_items_sketch(lg_max_k={lg}) on {ds_n:,} elements, best of {args.repeat} ...")
+            secs, _ = best_of(args.repeat, run_datasketches, stream[:ds_n], args.kappa, args.batch, masks)
+            log(f"  {secs:.2f}s, {ds_n / secs:,.0f} addresses/s")
+            rows.append((f"datasketches frequent_items (lg_max_k={lg})", ds_n, secs, "one update() call per key"))
+            ds_rate = ds_n / secs
+
+    print(f"# sketch throughput: IPv4 levels /8,/16,/24,/32, κ={args.kappa}, stream {n:,} Zipf-ish addresses "
+          f"(seed {args.seed}, s={args.zipf}; distinct /8,/16,/24,/32: {', '.join(f'{d:,}' for d in distinct)}), "
+          f"batch {args.batch}, best of {args.repeat}; {platform.python_implementation()} {platform.python_version()}, "
+          f"numpy {np.__version__}")
+    print(f"{'implementation':<46} {'elements':>12} {'seconds':>9} {'addresses/s':>14}  note")
+    for name, m, secs, note in rows:
+        if m < n:
+            note = "prefix of the stream" + ("; " + note if note else "")
+        print(f"{name:<46} {m:>12,} {secs:>9.3f} {m / secs:>14,.0f}  {note}")
+    r_dict = prefix_rate[dict_n] / dict_rate
+    verdict = "met" if r_dict >= TARGET_RATIO_DICT else "NOT met"
+    print(f"ratio project/python-dict  = {r_dict:6.1f}x   target >= {TARGET_RATIO_DICT:.0f}x: {verdict}  "
+          f"(rates on the same first {dict_n:,} elements; full-stream project rate / dict rate = {n / best / dict_rate:.1f}x)")
+    if ds_rate is not None:
+        print(f"ratio project/datasketches = {prefix_rate[ds_n] / ds_rate:6.1f}x   "
+              f"(rates on the same first {ds_n:,} elements; full-stream project rate / datasketches rate = {n / best / ds_rate:.1f}x)")
+    if dict_n < n or ds_n < n:
+        print(f"note: the Python-driven baselines were timed on a prefix of the {n:,}-element stream because full runs "
+              "take too long; the stream is stationary, so per-element rates are comparable.")
+    if args.zipf_sweep:
+        sweep(args, masks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

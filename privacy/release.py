@@ -1,0 +1,140 @@
+"""Private release of one Misra-Gries sketch (spec §3: Algorithm 3, corrected).
+
+For a sketch with real keys T and counters C, released at window budget (ε, δ) over h sketched
+levels, variant ``fresh`` (default):
+
+* threshold ``T* = 1 + (6h/ε)·ln(3h/δ)``;
+* ``γ ~ DLap(2h/ε)`` once per sketch, ``w_i ~ DLap(4h/ε)`` per key; key i passes iff
+  ``C[i] + γ + w_i > T*``;
+* a passing key is released as ``C[i] + γ' + w'_i`` with **fresh** ``γ' ~ DLap(2h/ε)`` shared by the
+  sketch and fresh ``w'_i ~ DLap(4h/ε)``.
+
+Variant ``reuse`` releases the tested value ``C[i] + γ + w_i`` itself with halved scales
+(``γ ~ DLap(h/ε)``, ``w ~ DLap(2h/ε)``, ``T* = 1 + (3h/ε)·ln(3h/δ)``).
+
+Guarantee: for a neighbouring input sequence (one element added or removed) the two sketches
+differ as Lemma 4.1.1 allows, and the release of one sketch is (ε/h, δ/h)-DP; the h levels
+together are (ε, δ)-DP (basic composition). With key partitions, one element touches one
+partition per level, so the same holds for the union of partition releases.
+
+Noise is the discrete Laplace (two-sided geometric, ``P(k) ∝ exp(−|k|/b)``) and all comparisons are
+in integers (``value > T*`` ⇔ ``value >= ⌊T*⌋ + 1``), immune to floating-point attacks.
+Only the returned noisy values may leave the engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .noise import discrete_laplace
+from .params import VARIANTS, check_int, check_open_unit, check_positive
+from .randomness import RandomSource, as_source
+
+__all__ = ["ReleaseScales", "release_level", "release_arrays", "alpha2"]
+
+
+@dataclass(frozen=True)
+class ReleaseScales:
+    """Noise scales and threshold of one sketch release.
+
+    ``gamma``/``w`` are the thresholding noise scales; ``gamma_release``/``w_release`` the fresh
+    release scales (``None`` when the tested value itself is released, variant ``reuse``).
+    ``gamma_release = 0`` gives the paper's literal release without γ' (used only by audits, to
+    show that it is *not* private).
+    """
+
+    threshold: float
+    gamma: float
+    w: float
+    gamma_release: float | None
+    w_release: float | None
+
+    @classmethod
+    def for_budget(cls, *, epsilon: float, delta: float, h: int, variant: str = "fresh") -> "ReleaseScales":
+        """The spec's scales for window budget (ε, δ) over ``h`` sketched levels."""
+        owner = "release_level"
+        epsilon = check_positive(owner, "epsilon", epsilon)
+        delta = check_open_unit(owner, "delta", delta)
+        h = check_int(owner, "h", h, 1)
+        if variant == "fresh":
+            b = 2 * h / epsilon
+            return cls(1 + (6 * h / epsilon) * math.log(3 * h / delta), b, 2 * b, b, 2 * b)
+        if variant == "reuse":
+            b = h / epsilon
+            return cls(1 + (3 * h / epsilon) * math.log(3 * h / delta), b, 2 * b, None, None)
+        raise ValueError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+
+    @property
+    def integer_threshold(self) -> int:
+        """Smallest integer strictly above T*: an integer value passes iff it is >= this."""
+        return math.floor(self.threshold) + 1
+
+    @property
+    def released_key_scale(self) -> float:
+        """Scale of the per-key noise in a *released* value (4h/ε fresh, 2h/ε reuse)."""
+        return self.w if self.w_release is None else self.w_release
+
+
+def release_arrays(
+    counts: np.ndarray, scales: ReleaseScales, source: RandomSource, trials: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised core of :func:`release_level` over ``counts`` (int64, one per key).
+
+    Returns ``(passed, values)`` of shape ``(k,)`` — or ``(trials, k)`` with independent noise per
+    trial, for audits. ``values`` is meaningful only where ``passed``.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    shape = counts.shape if trials is None else (int(trials),) + counts.shape
+    gshape = () if trials is None else (int(trials), 1)
+    gamma = discrete_laplace(scales.gamma, gshape or 1, rng=source).reshape(gshape)
+    w = discrete_laplace(scales.w, shape, rng=source)
+    tested = counts + gamma + w
+    passed = tested >= scales.integer_threshold
+    if scales.w_release is None:
+        return passed, tested
+    values = counts + discrete_laplace(scales.w_release, shape, rng=source)
+    if scales.gamma_release:
+        values = values + discrete_laplace(scales.gamma_release, gshape or 1, rng=source).reshape(gshape)
+    return passed, values
+
+
+def release_level(
+    counts: Mapping[int, int],
+    *,
+    epsilon: float,
+    delta: float,
+    h: int,
+    variant: str = "fresh",
+    rng: RandomSource | np.random.Generator | int | None = None,
+) -> dict[int, int]:
+    """Release one sketch's counters privately (spec §3); returns ``{key: noisy value}``.
+
+    ``counts`` is the sketch's ``{real key: counter}`` (zero counters included); ``epsilon`` and
+    ``delta`` are the budget of all ``h`` sketched levels together (this sketch is charged
+    ``(ε/h, δ/h)``). Only keys that pass the noisy threshold appear in the result. ``rng`` is
+    ``None`` for the secure source (production) or a seeded generator (tests).
+    """
+    scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant)
+    source = as_source(rng)
+    keys = sorted(counts)
+    if not keys:
+        return {}
+    values_in = np.fromiter((counts[k] for k in keys), dtype=np.int64, count=len(keys))
+    if (values_in < 0).any():
+        raise ValueError("release_level: counters must be >= 0")
+    passed, values = release_arrays(values_in, scales, source)
+    return {k: int(v) for k, p, v in zip(keys, passed.tolist(), values.tolist()) if p}
+
+
+def alpha2(scales: ReleaseScales, *, counters: int, h: int, partitions: int, beta: float) -> float:
+    """Noise bound α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 for these scales (spec §4).
+
+    ``b_w`` is the per-key scale of a released value. With probability >= 1 − β every one of the
+    κ·h·P released values is within α2 − T* of its counter, and every key that was not released
+    has a counter below α2.
+    """
+    return scales.threshold + 2 * scales.released_key_scale * math.log(2 * counters * h * partitions / beta)

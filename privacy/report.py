@@ -1,0 +1,66 @@
+"""The one builder of the ``dphhh.report/1`` schema (batch command, stream and snapshots)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from .hhh import HHHItem
+from .params import HHHParams
+
+__all__ = ["SCHEMA", "build_report"]
+
+SCHEMA = "dphhh.report/1"
+
+
+def build_report(
+    *,
+    params: HHHParams,
+    hierarchy_spec: str,
+    h: int,
+    items: Iterable[HHHItem],
+    n_noisy: int,
+    alpha1: float,
+    alpha2: float,
+    ledger: Mapping[str, Any],
+    window: Mapping[str, Any] | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+    secure_randomness: bool = True,
+) -> dict[str, Any]:
+    """Assemble a report. Every value in it is noisy or public (parameters, skip counts)."""
+    p = params
+    return {
+        "schema": SCHEMA,
+        "window": {**(window or {}), "n_noisy": int(n_noisy)},
+        "params": {
+            "epsilon": p.epsilon,
+            "delta": p.delta,
+            "beta": p.beta,
+            "tau": p.tau,
+            "counters": p.counters,
+            "hierarchy": hierarchy_spec,
+            "h": h,
+            "variant": p.variant,
+            "mode": p.mode,
+            "partitions": p.partitions,
+        },
+        "guarantees": {
+            "alpha1": round(alpha1, 3),
+            "alpha2": round(alpha2, 3),
+            "beta": p.beta,
+            "accuracy": (
+                "with probability >= 1 - beta every reported count is within alpha1 of the prefix's true count "
+                "([lower, upper]); estimate is the residual after removing selected descendants"
+                + (" (conservative: may exceed the true residual)" if p.mode == "conservative" else "")
+            ),
+            "coverage": (
+                "with probability >= 1 - beta no unreported prefix has residual count above tau - alpha1"
+                if p.mode == "conservative"
+                else "none (point mode)"
+            ),
+            "privacy": ledger["guarantee"],
+            "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
+        },
+        "budget": dict(ledger),
+        "hhh": [item.as_dict() for item in items],
+        "diagnostics": dict(diagnostics or {}),
+    }

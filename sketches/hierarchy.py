@@ -1,0 +1,331 @@
+"""Hierarchies over which heavy hitters are sought (spec §1).
+
+A hierarchy has levels ``0 .. h``: level 0 is the root (everything), level ``h`` the fully
+specified element, and levels ``1 .. h`` are sketched. Each hierarchy turns a batch of *values*
+(numpy arrays, or lists of strings for paths) into integer **sketch keys** per level with a
+vectorised generalisation, formats a key as a prefix label, finds a key's ancestors, and gives a
+fixed, public, data-independent **partition hash** of each key (spec §2) computed from the prefix
+itself, never from arrival order.
+
+* :class:`IPv4Hierarchy` — prefix lengths, default ``(8, 16, 24, 32)``; keys are the masked
+  addresses; labels ``107.0.0.0/8``.
+* :class:`IPv6Hierarchy` — prefix lengths on 128-bit values held as ``(hi, lo)`` uint64 pairs;
+  keys are interned per level; labels ``2001:db8::/32``.
+* :class:`PathHierarchy` — ``/``-paths of exactly ``h`` components (``de/bavaria/munich/x``);
+  level ℓ keeps the first ℓ components; keys are interned per level; labels ``de/bavaria``.
+
+Interned keys are stable for the life of the hierarchy object (one window, one job); the partition
+hash of an interned key is the hash of its prefix text, so it does not depend on interning order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Hierarchy",
+    "IPv4Hierarchy",
+    "IPv6Hierarchy",
+    "PathHierarchy",
+    "parse_hierarchy",
+    "splitmix64",
+]
+
+_U64 = np.uint64
+
+
+def splitmix64(values: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finaliser on a uint64 array: a fixed public mixing function."""
+    z = np.asarray(values, dtype=np.uint64) + _U64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return z ^ (z >> _U64(31))
+
+
+def _text_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class Hierarchy(ABC):
+    """A generalisation hierarchy with sketched levels ``1 .. h`` and the root at level 0."""
+
+    kind: str
+
+    @property
+    @abstractmethod
+    def h(self) -> int:
+        """Number of sketched levels (the root is not sketched)."""
+
+    @abstractmethod
+    def spec(self) -> str:
+        """The textual form accepted by :func:`parse_hierarchy`, e.g. ``ipv4:8,16,24,32``."""
+
+    @abstractmethod
+    def keys(self, values: Any, level: int) -> np.ndarray:
+        """Sketch keys (int64, >= 0) of ``values`` generalised to ``level`` (1..h), in input order."""
+
+    @abstractmethod
+    def label(self, key: int, level: int) -> str:
+        """The prefix label of ``key`` at ``level`` (level 0 is the root)."""
+
+    @abstractmethod
+    def ancestor(self, key: int, level: int, to_level: int) -> int:
+        """The key of the ancestor at ``to_level`` (1 <= to_level <= level) of ``key``."""
+
+    @abstractmethod
+    def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
+        """A public, data-independent uint64 hash of each prefix (used for partitioning)."""
+
+    @abstractmethod
+    def count(self, values: Any) -> int:
+        """Number of elements in a batch of values."""
+
+    def _check_level(self, level: int, *, allow_root: bool = False) -> None:
+        low = 0 if allow_root else 1
+        if not (low <= level <= self.h):
+            raise ValueError(f"{type(self).__name__}: level must be in {low}..{self.h}, got {level!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hierarchy) and other.spec() == self.spec()
+
+    def __hash__(self) -> int:
+        return hash(self.spec())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec()!r})"
+
+
+def _check_prefix_lengths(owner: str, lengths: Sequence[int], width: int) -> tuple[int, ...]:
+    out = tuple(int(x) for x in lengths)
+    if not out:
+        raise ValueError(f"{owner}: prefix lengths must not be empty")
+    for x in out:
+        if not (1 <= x <= width):
+            raise ValueError(f"{owner}: prefix length must be in 1..{width}, got {x}")
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ValueError(f"{owner}: prefix lengths must be strictly increasing, got {list(out)}")
+    return out
+
+
+class IPv4Hierarchy(Hierarchy):
+    """IPv4 prefixes of the given increasing lengths; values are uint32 addresses."""
+
+    kind = "ipv4"
+
+    def __init__(self, prefix_lengths: Sequence[int] = (8, 16, 24, 32)) -> None:
+        self.prefix_lengths = _check_prefix_lengths("IPv4Hierarchy", prefix_lengths, 32)
+        self._masks = [np.uint32(0)] + [
+            np.uint32((0xFFFFFFFF << (32 - x)) & 0xFFFFFFFF) for x in self.prefix_lengths
+        ]
+
+    @property
+    def h(self) -> int:
+        return len(self.prefix_lengths)
+
+    def spec(self) -> str:
+        return "ipv4:" + ",".join(str(x) for x in self.prefix_lengths)
+
+    def mask(self, level: int) -> int:
+        """The network mask of ``level`` as an int."""
+        self._check_level(level, allow_root=True)
+        return int(self._masks[level])
+
+    def keys(self, values: np.ndarray, level: int) -> np.ndarray:
+        self._check_level(level)
+        arr = np.asarray(values, dtype=np.uint32)
+        return (arr & self._masks[level]).astype(np.int64)
+
+    def label(self, key: int, level: int) -> str:
+        self._check_level(level, allow_root=True)
+        length = 0 if level == 0 else self.prefix_lengths[level - 1]
+        return f"{ipaddress.IPv4Address(int(key) & self.mask(level))}/{length}"
+
+    def ancestor(self, key: int, level: int, to_level: int) -> int:
+        self._check_level(level)
+        if not (1 <= to_level <= level):
+            raise ValueError(f"IPv4Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
+        return int(key) & self.mask(to_level)
+
+    def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
+        self._check_level(level)
+        salted = np.asarray(keys, dtype=np.int64).astype(np.uint64) ^ (np.uint64(level) << np.uint64(40))
+        return splitmix64(salted)
+
+    def count(self, values: np.ndarray) -> int:
+        return int(np.asarray(values).shape[0])
+
+
+class _Interner:
+    """Maps prefix identities to dense int ids (stable for the interner's life) and back."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.items: list[Any] = []
+        self.hashes: list[int] = []
+
+    def intern_many(self, uniques: Sequence[Any], hash_of) -> np.ndarray:
+        out = np.empty(len(uniques), dtype=np.int64)
+        ids, items, hashes = self.ids, self.items, self.hashes
+        for i, item in enumerate(uniques):
+            found = ids.get(item)
+            if found is None:
+                found = len(items)
+                ids[item] = found
+                items.append(item)
+                hashes.append(hash_of(item))
+            out[i] = found
+        return out
+
+    def hash_array(self, keys: np.ndarray) -> np.ndarray:
+        table = np.asarray(self.hashes, dtype=np.uint64)
+        return table[np.asarray(keys, dtype=np.int64)]
+
+
+class IPv6Hierarchy(Hierarchy):
+    """IPv6 prefixes of the given increasing lengths; values are ``(hi, lo)`` uint64 arrays."""
+
+    kind = "ipv6"
+
+    def __init__(self, prefix_lengths: Sequence[int] = (16, 32, 48, 64, 128)) -> None:
+        self.prefix_lengths = _check_prefix_lengths("IPv6Hierarchy", prefix_lengths, 128)
+        self._interners = [_Interner() for _ in range(len(self.prefix_lengths) + 1)]
+
+    @property
+    def h(self) -> int:
+        return len(self.prefix_lengths)
+
+    def spec(self) -> str:
+        return "ipv6:" + ",".join(str(x) for x in self.prefix_lengths)
+
+    def _masks(self, level: int) -> tuple[np.uint64, np.uint64]:
+        length = 0 if level == 0 else self.prefix_lengths[level - 1]
+        full = (1 << 128) - 1
+        m = (full << (128 - length)) & full
+        return np.uint64(m >> 64), np.uint64(m & 0xFFFFFFFFFFFFFFFF)
+
+    def keys(self, values: tuple[np.ndarray, np.ndarray], level: int) -> np.ndarray:
+        self._check_level(level)
+        hi, lo = (np.asarray(v, dtype=np.uint64) for v in values)
+        mhi, mlo = self._masks(level)
+        pair = np.empty((hi.shape[0], 2), dtype=np.uint64)
+        pair[:, 0] = hi & mhi
+        pair[:, 1] = lo & mlo
+        uniq, inverse = np.unique(pair, axis=0, return_inverse=True)
+        as_ints = [(int(a) << 64) | int(b) for a, b in uniq]
+        level_tag = level.to_bytes(1, "little")
+        ids = self._interners[level].intern_many(
+            as_ints,
+            lambda v: int.from_bytes(
+                hashlib.blake2b(level_tag + v.to_bytes(16, "big"), digest_size=8).digest(), "little"
+            ),
+        )
+        return ids[inverse.reshape(-1)]
+
+    def value_of(self, key: int, level: int) -> int:
+        """The 128-bit prefix value of an interned key."""
+        self._check_level(level)
+        return self._interners[level].items[int(key)]
+
+    def label(self, key: int, level: int) -> str:
+        self._check_level(level, allow_root=True)
+        if level == 0:
+            return "::/0"
+        return f"{ipaddress.IPv6Address(self.value_of(key, level))}/{self.prefix_lengths[level - 1]}"
+
+    def ancestor(self, key: int, level: int, to_level: int) -> int:
+        if not (1 <= to_level <= level):
+            raise ValueError(f"IPv6Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
+        mhi, mlo = self._masks(to_level)
+        value = self.value_of(key, level) & ((int(mhi) << 64) | int(mlo))
+        return self._interners[to_level].ids[value]
+
+    def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
+        self._check_level(level)
+        return self._interners[level].hash_array(keys)
+
+    def count(self, values: tuple[np.ndarray, np.ndarray]) -> int:
+        return int(np.asarray(values[0]).shape[0])
+
+
+class PathHierarchy(Hierarchy):
+    """``/``-separated paths of exactly ``depth`` components; level ℓ keeps ℓ components."""
+
+    kind = "path"
+
+    def __init__(self, depth: int = 4) -> None:
+        if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
+            raise ValueError(f"PathHierarchy: depth must be an integer >= 1, got {depth!r}")
+        self.depth = int(depth)
+        self._interners = [_Interner() for _ in range(self.depth + 1)]
+
+    @property
+    def h(self) -> int:
+        return self.depth
+
+    def spec(self) -> str:
+        return f"path:{self.depth}"
+
+    def keys(self, values: Sequence[str], level: int) -> np.ndarray:
+        self._check_level(level)
+        arr = np.asarray(values, dtype=object)
+        uniq, inverse = np.unique(arr, return_inverse=True) if arr.size else (arr, np.empty(0, np.int64))
+        prefixes = []
+        for path in uniq:
+            parts = path.split("/")
+            if len(parts) != self.depth:
+                raise ValueError(
+                    f"PathHierarchy: every path must have exactly {self.depth} components, "
+                    f"got one with {len(parts)}"
+                )
+            prefixes.append("/".join(parts[:level]))
+        ids = self._interners[level].intern_many(prefixes, _text_hash)
+        return ids[np.asarray(inverse, dtype=np.int64).reshape(-1)]
+
+    def label(self, key: int, level: int) -> str:
+        self._check_level(level, allow_root=True)
+        if level == 0:
+            return "*"
+        return self._interners[level].items[int(key)]
+
+    def ancestor(self, key: int, level: int, to_level: int) -> int:
+        if not (1 <= to_level <= level):
+            raise ValueError(f"PathHierarchy: to_level must be in 1..{level}, got {to_level!r}")
+        text = self.label(key, level)
+        return self._interners[to_level].ids["/".join(text.split("/")[:to_level])]
+
+    def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
+        self._check_level(level)
+        return self._interners[level].hash_array(keys)
+
+    def count(self, values: Sequence[str]) -> int:
+        return len(values)
+
+
+def parse_hierarchy(text: str) -> Hierarchy:
+    """Parse ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]`` or ``path[:4]`` into a hierarchy.
+
+    Raises ``ValueError`` naming the bad part.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"hierarchy: expected e.g. 'ipv4:8,16,24,32', got {text!r}")
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.lower()
+    try:
+        numbers = [int(x) for x in rest.split(",")] if rest.strip() else None
+    except ValueError:
+        raise ValueError(f"hierarchy: levels must be comma-separated integers, got {rest!r}") from None
+    if kind == "ipv4":
+        return IPv4Hierarchy(numbers or (8, 16, 24, 32))
+    if kind == "ipv6":
+        return IPv6Hierarchy(numbers or (16, 32, 48, 64, 128))
+    if kind == "path":
+        if numbers is not None and len(numbers) != 1:
+            raise ValueError(f"hierarchy: path takes one depth, e.g. 'path:4', got {text!r}")
+        return PathHierarchy(numbers[0] if numbers else 4)
+    raise ValueError(f"hierarchy: kind must be ipv4, ipv6 or path, got {kind!r}")

@@ -1,0 +1,183 @@
+"""The Misra-Gries sketch of Algorithm 2 (Lebeda–Tětek variant), exactly (spec §2).
+
+Guarantee: after a stream of ``n`` unit-weight elements, every real key ``x`` has
+``f(x) − n/(κ+1) <= C[x] <= f(x)`` (keys outside the sketch have ``C[x] = 0``); more tightly
+``f(x) − d <= C[x]`` where ``d`` is the number of decrement-all steps taken, ``d <= n/(κ+1)``.
+The state after :meth:`MisraGries.update` on an array equals the state after inserting its
+elements one by one in array order, and depends only on the input sequence (ties broken by slot
+order). Dummy keys (negative) fill unused slots and are never output.
+
+The sketch state is **raw, non-private data**: only :func:`privacy.release.release_level` may
+turn it into something that leaves the engine.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Iterable
+
+import numpy as np
+
+from . import _mg_kernel as K
+
+__all__ = ["MisraGries", "SketchFormatError"]
+
+_MAGIC = b"DPMG"
+_VERSION = 1
+_HEADER = struct.Struct("<4sHHIQQ")  # magic, version, flags, kappa, total, decrements
+_CRC = struct.Struct("<I")
+MAX_KAPPA = 1 << 26
+
+
+class SketchFormatError(ValueError):
+    """Raised when serialised sketch bytes are not a valid sketch."""
+
+
+def _table_size(kappa: int) -> int:
+    size = 4
+    while size < 2 * kappa:
+        size <<= 1
+    return size
+
+
+class MisraGries:
+    """Misra-Gries sketch with ``k`` slots (κ), unit-weight inserts of int keys >= 0."""
+
+    __slots__ = ("k", "_slot_keys", "_counts", "_table", "_zeros", "_meta")
+
+    def __init__(self, k: int) -> None:
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not (1 <= k <= MAX_KAPPA):
+            raise ValueError(f"MisraGries: k (counters) must be an integer in 1..{MAX_KAPPA}, got {k!r}")
+        self.k = int(k)
+        self._slot_keys = -1 - np.arange(self.k, dtype=np.int64)  # distinct dummies
+        self._counts = np.zeros(self.k, dtype=np.int64)
+        self._table = np.full(_table_size(self.k), -1, dtype=np.int64)
+        self._zeros = np.arange(self.k, dtype=np.int64)
+        self._meta = np.zeros(K.META_SIZE, dtype=np.int64)
+        self._meta[K.ZLEN] = self.k
+
+    # -- updates -------------------------------------------------------------------------------
+    def update(self, keys: np.ndarray | Iterable[int]) -> None:
+        """Insert every key of ``keys`` in order (weight 1 each); keys must be integers >= 0."""
+        arr = np.ascontiguousarray(keys, dtype=np.int64)
+        if arr.ndim != 1:
+            raise ValueError(f"MisraGries.update: keys must be one-dimensional, got shape {arr.shape}")
+        if arr.size == 0:
+            return
+        if int(arr.min()) < 0:
+            raise ValueError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
+        K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._meta)
+
+    def insert(self, key: int) -> None:
+        """Insert one key (weight 1)."""
+        self.update(np.array([key], dtype=np.int64))
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def total(self) -> int:
+        """Number of elements inserted (n)."""
+        return int(self._meta[K.TOTAL])
+
+    @property
+    def decrements(self) -> int:
+        """Number of decrement-all steps taken so far (<= n/(κ+1))."""
+        return int(self._meta[K.DECREMENTS])
+
+    def counters(self) -> dict[int, int]:
+        """``{real key: counter}`` for every real key in a slot, zero counters included."""
+        real = self._slot_keys >= 0
+        return dict(zip(self._slot_keys[real].tolist(), self._counts[real].tolist()))
+
+    def estimate(self, key: int) -> int:
+        """The counter of ``key`` (0 if absent) — equal to :meth:`get_lower_bound`."""
+        return int(K.mg_lookup(np.array([key], dtype=np.int64), self._slot_keys, self._counts, self._table)[0])
+
+    def estimates(self, keys: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`estimate`."""
+        arr = np.ascontiguousarray(keys, dtype=np.int64)
+        return K.mg_lookup(arr, self._slot_keys, self._counts, self._table)
+
+    def get_lower_bound(self, key: int) -> int:
+        """A value never above the true frequency of ``key``."""
+        return self.estimate(key)
+
+    def get_upper_bound(self, key: int) -> int:
+        """A value never below the true frequency of ``key`` (counter + decrement-all steps)."""
+        return self.estimate(key) + self.decrements
+
+    @property
+    def maximum_error(self) -> int:
+        """Upper bound minus lower bound for any key."""
+        return self.decrements
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of (slot keys, counters), dummies included, in slot order (for tests)."""
+        return self._slot_keys.copy(), self._counts.copy()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MisraGries):
+            return NotImplemented
+        return (
+            self.k == other.k
+            and self.total == other.total
+            and self.decrements == other.decrements
+            and np.array_equal(self._slot_keys, other._slot_keys)
+            and np.array_equal(self._counts, other._counts)
+        )
+
+    def __repr__(self) -> str:
+        return f"MisraGries(k={self.k}, total={self.total})"
+
+    # -- serialisation -------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed serialisation (header, slot keys, counters, CRC-32)."""
+        body = (
+            _HEADER.pack(_MAGIC, _VERSION, 0, self.k, self.total, self.decrements)
+            + self._slot_keys.astype("<i8").tobytes()
+            + self._counts.astype("<i8").tobytes()
+        )
+        return body + _CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "MisraGries":
+        """Load :meth:`to_bytes` output; raises :class:`SketchFormatError` on any inconsistency."""
+        where = "MisraGries.from_bytes"
+        data = bytes(data)
+        if len(data) < _HEADER.size + _CRC.size:
+            raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes is shorter than a header")
+        magic, version, flags, kappa, total, decrements = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise SketchFormatError(f"{where}: Possible corruption: bad magic {magic!r} (expected {_MAGIC!r})")
+        if version != _VERSION:
+            raise SketchFormatError(f"{where}: unsupported serialisation version {version} (this build reads {_VERSION})")
+        if flags != 0:
+            raise SketchFormatError(f"{where}: Possible corruption: unknown flags {flags:#x}")
+        if not (1 <= kappa <= MAX_KAPPA):
+            raise SketchFormatError(f"{where}: Possible corruption: κ={kappa} out of range")
+        expected = _HEADER.size + 16 * kappa + _CRC.size
+        if len(data) != expected:
+            raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for κ={kappa}")
+        (crc,) = _CRC.unpack_from(data, expected - _CRC.size)
+        if crc != zlib.crc32(data[: expected - _CRC.size]):
+            raise SketchFormatError(f"{where}: Possible corruption: checksum mismatch")
+        off = _HEADER.size
+        keys = np.frombuffer(data, dtype="<i8", count=kappa, offset=off).astype(np.int64)
+        counts = np.frombuffer(data, dtype="<i8", count=kappa, offset=off + 8 * kappa).astype(np.int64)
+        real = keys >= 0
+        if (counts < 0).any():
+            raise SketchFormatError(f"{where}: Possible corruption: negative counter")
+        if (counts[~real] != 0).any():
+            raise SketchFormatError(f"{where}: Possible corruption: a dummy slot has a non-zero counter")
+        if np.unique(keys).size != kappa:
+            raise SketchFormatError(f"{where}: Possible corruption: duplicate keys")
+        # Every element adds 1 to one counter or removes 1 from all κ (and is itself dropped).
+        if int(counts.sum()) != total - decrements * (kappa + 1):
+            raise SketchFormatError(f"{where}: Possible corruption: counters do not add up to the stream length")
+        sketch = cls(kappa)
+        sketch._slot_keys[:] = keys
+        sketch._counts[:] = counts
+        sketch._meta[K.TOTAL] = total
+        sketch._meta[K.DECREMENTS] = decrements
+        K.mg_rebuild_index(sketch._slot_keys, sketch._counts, sketch._table, sketch._zeros, sketch._meta)
+        return sketch

@@ -1,0 +1,145 @@
+"""Algorithm 4 (spec §4), stream sizes (spec §5), the ledger and the report."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privacy.budget import window_ledger
+from privacy.hhh import SketchRelease, extract_hhh
+from privacy.params import HHHParams
+from privacy.stream_size import root_estimate, size_upper_bound
+from privacy.window import assemble_report, release_window
+from sketches.exact import exact_hhh
+from sketches.hierarchy import IPv4Hierarchy, PathHierarchy
+from sketches.level_sketches import LevelSketches
+
+H2 = IPv4Hierarchy([8, 16])
+
+
+def _ip(text: str) -> int:
+    a, b, c, d = (int(x) for x in text.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def _rel(level: int, values: dict[str, int], n_upper: int = 0) -> SketchRelease:
+    return SketchRelease(level, 0, {_ip(k): v for k, v in values.items()}, 0, n_upper)
+
+
+def test_point_mode_subtracts_selected_mass_from_ancestors() -> None:
+    """Point mode selects values >= τ bottom-up and subtracts each selected value from its ancestors."""
+    releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 300}), _rel(1, {"10.0.0.0": 1000, "11.0.0.0": 200})]
+    items = extract_hhh(releases, H2, tau=500, alpha2=50, counters=9, root_value=1300, mode="point")
+    got = {(i.prefix, round(i.estimate)) for i in items}
+    # 10/8 residual = 1000 - 600 = 400 < 500; root residual = 1300 - 600 = 700 >= 500
+    assert got == {("10.1.0.0/16", 600), ("0.0.0.0/0", 700)}
+
+
+def test_conservative_mode_uses_alpha1_and_subtracts_value_minus_alpha2() -> None:
+    """Conservative mode selects iff C̃ + α1 > τ − α1 and removes C̃ − α2 from every released ancestor."""
+    releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 100}, n_upper=90), _rel(1, {"10.0.0.0": 1000}, n_upper=90)]
+    # α1 = α2 + n_upper/(κ+1) = 50 + 90/10 = 59; select iff C̃ > τ − 2·59 = 382
+    items = extract_hhh(releases, H2, tau=500, alpha2=50, counters=9, root_value=1500, mode="conservative")
+    by = {i.prefix: i for i in items}
+    assert set(by) == {"10.1.0.0/16", "10.0.0.0/8", "0.0.0.0/0"}
+    assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 50))
+    assert math.isclose(by["0.0.0.0/0"].estimate, 1500 - (600 - 50) - (450 - 50))
+    assert math.isclose(by["10.1.0.0/16"].alpha1, 59)
+
+
+def test_unknown_mode_is_refused() -> None:
+    """An unknown mode is a clear error."""
+    with pytest.raises(ValueError, match="mode"):
+        extract_hhh([], H2, tau=1, alpha2=1, counters=1, root_value=0, mode="greedy")
+
+
+def test_size_upper_bound_and_root_estimate() -> None:
+    """The size upper bound adds ⌈(h/ε)ln(hP/β)⌉; the root is the mean over levels of the level sums."""
+    assert size_upper_bound(100, epsilon=0.5, h=2, partitions=3, beta=0.01) == 100 + math.ceil(4 * math.log(600))
+    assert size_upper_bound(-50, epsilon=1, h=1, partitions=1, beta=0.5) == 0
+    assert root_estimate([[10, 20], [40, 0]]) == 35
+
+
+def test_size_upper_bound_covers_true_sizes_at_rate_beta() -> None:
+    """Over many noisy releases the upper bound is below the true size in at most a β fraction."""
+    from privacy.stream_size import noisy_size
+    from privacy.randomness import SeededRandomSource
+    src = SeededRandomSource(9)
+    misses = sum(
+        size_upper_bound(noisy_size(1000, epsilon=0.1, h=4, source=src), epsilon=0.1, h=4, partitions=1, beta=0.05) < 1000
+        for _ in range(4000)
+    )
+    # expected miss rate <= 0.05/4 per sketch bound; binomial(4000, 0.0125) exceeds 90 w.p. < 1e-6
+    assert misses <= 90
+
+
+def test_ledger_adds_up_and_names_mechanisms() -> None:
+    """The ledger's entries sum to the window budget and name both mechanisms."""
+    p = HHHParams(epsilon=2.0, delta=1e-6, tau=10, partitions=3)
+    led = window_ledger(p, h=4)
+    assert math.isclose(sum(e["epsilon"] for e in led["entries"]), 2.0)
+    assert math.isclose(sum(e["delta"] for e in led["entries"]), 1e-6)
+    assert [e["mechanism"] for e in led["entries"]] == ["misra_gries_release/fresh", "substream_sizes"]
+    assert led["entries"][0]["sketches"] == 12 and led["unit"] == "event"
+
+
+def test_assemble_report_requires_every_sketch() -> None:
+    """A window with a missing (level, partition) release is refused."""
+    p = HHHParams(epsilon=1, delta=1e-6, tau=10)
+    with pytest.raises(ValueError, match="one release per"):
+        assemble_report([_rel(1, {})], H2, p)
+
+
+def _stream(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    heavy = np.repeat(np.array([_ip("107.1.2.3"), _ip("104.7.0.0")], dtype=np.uint32), [4000, 100])
+    spread = rng.integers(_ip("104.0.0.0"), _ip("104.255.255.255"), 5000).astype(np.uint32)
+    noise = rng.integers(0, 2**32, 20000).astype(np.uint32)
+    out = np.concatenate([heavy, spread, noise])
+    rng.shuffle(out)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["conservative", "point"])
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_report_finds_the_exact_hhh_far_above_tau(mode: str, partitions: int) -> None:
+    """Prefixes whose exact residual is far above τ are reported in both modes and with partitions."""
+    h = IPv4Hierarchy()
+    values = _stream(1)
+    sketches = LevelSketches(h, 256, partitions)
+    sketches.update(values)
+    exact = {x.prefix for x in exact_hhh(h, values, 3000)}
+    assert {"107.1.2.3/32", "104.0.0.0/8"} <= exact
+    for seed in range(5):
+        p = HHHParams(epsilon=2.0, delta=1e-6, tau=3000, counters=256, partitions=partitions, mode=mode)
+        report = release_window(sketches, p, rng=seed)
+        got = {x["prefix"] for x in report["hhh"]}
+        assert {"107.1.2.3/32", "104.0.0.0/8"} <= got
+        assert report["params"]["partitions"] == partitions
+        for item in report["hhh"]:
+            assert item["lower"] <= item["count"] <= item["upper"]
+
+
+def test_path_hierarchy_report() -> None:
+    """A path hierarchy releases labelled prefixes such as de/bavaria."""
+    h = PathHierarchy(3)
+    values = ["de/bavaria/munich"] * 3000 + ["de/berlin/mitte"] * 50 + [f"fr/x{i}/y" for i in range(500)]
+    sketches = LevelSketches(h, 64)
+    sketches.update(values)
+    report = release_window(sketches, HHHParams(epsilon=2, delta=1e-6, tau=1000, counters=64, mode="point"), rng=1)
+    assert {x["prefix"] for x in report["hhh"]} == {"de/bavaria/munich"}
+    assert report["params"]["hierarchy"] == "path:3"
+
+
+def test_report_carries_no_exact_count() -> None:
+    """The report's numbers are noisy: the exact n and exact prefix counts do not appear in it."""
+    h = IPv4Hierarchy()
+    values = _stream(2)
+    sketches = LevelSketches(h, 256)
+    sketches.update(values)
+    report = release_window(sketches, HHHParams(epsilon=1, delta=1e-6, tau=3000, counters=256), rng=12345)
+    assert report["window"]["n_noisy"] != values.size
+    exact_counts = {x.count for x in exact_hhh(h, values, 50)}
+    assert not exact_counts & {x["count"] for x in report["hhh"]}

@@ -1,0 +1,140 @@
+"""The batch command line: ``dphhh hhh``, ``dphhh exact`` and ``dphhh demo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stream.cli import main, shared_dir
+
+PCAPS = shared_dir() / "data" / "pcaps"
+SYNACK = PCAPS / "amp.TCP.reflection.SYNACK.pcap"
+SYNFLOOD = PCAPS / "pkt.TCP.synflood.spoofed.pcap"
+
+
+def _require(path: Path) -> Path:
+    assert path.exists(), f"shared capture missing: {path} (the repository expects ../shared beside it)"
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _hhh(capsys, path: Path, *extra: str) -> dict:
+    code, out, err = _run(capsys, "hhh", "--input", str(path), *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    """The batch report has the dphhh.report/1 envelope with params, guarantees, budget and hhh."""
+    report = _hhh(capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000", "--seed", "1")
+    assert report["schema"] == "dphhh.report/1"
+    assert set(report["params"]) == {"epsilon", "delta", "beta", "tau", "counters", "hierarchy", "h",
+                                      "variant", "mode", "partitions"}
+    assert {"alpha1", "alpha2"} <= set(report["guarantees"])
+    assert isinstance(report["window"]["n_noisy"], int)
+    assert report["budget"]["epsilon"] == 1.0
+    assert all({"prefix", "level", "estimate"} <= set(x) for x in report["hhh"])
+    assert report["diagnostics"]["skipped"] == {"not_ipv4": 4}
+    assert "NOT private" in report["guarantees"]["randomness"]
+
+
+def _exact_prefixes(capsys, path: Path, tau: str, level: int) -> set[str]:
+    code, out, _ = _run(capsys, "exact", "--input", str(path), "--tau", tau)
+    assert code == 0
+    data = json.loads(out)
+    assert data["private"] is False and "NON-PRIVATE" in data["warning"]
+    return {x["prefix"] for x in data["hhh"] if x["level"] == level}
+
+
+@pytest.mark.parametrize("epsilon", ["1", "2", "4"])
+@pytest.mark.parametrize("variant", ["fresh", "reuse"])
+@pytest.mark.parametrize("mode", ["conservative", "point"])
+def test_synack_capture_finds_the_exact_large_slash8s(capsys, epsilon: str, variant: str, mode: str) -> None:
+    """On the SYN-ACK reflection capture the report contains every /8 that the exact HHH finds at τ = 1000."""
+    exact = _exact_prefixes(capsys, _require(SYNACK), "1000", 1)
+    assert exact == {"104.0.0.0/8", "107.0.0.0/8", "172.0.0.0/8"}
+    for seed in range(5):
+        report = _hhh(capsys, SYNACK, "--epsilon", epsilon, "--delta", "1e-6", "--tau", "1000",
+                      "--variant", variant, "--mode", mode, "--seed", str(seed))
+        found = {x["prefix"] for x in report["hhh"] if x["level"] == 1}
+        assert exact <= found, (seed, found)
+
+
+@pytest.mark.parametrize("epsilon", ["1", "2", "4"])
+@pytest.mark.parametrize("mode", ["conservative", "point"])
+def test_spoofed_synflood_reports_nothing_below_the_root(capsys, epsilon: str, mode: str) -> None:
+    """On the spoofed SYN flood (no structure) no prefix below the root is reported at τ = 2000."""
+    assert _exact_prefixes(capsys, _require(SYNFLOOD), "2000", 1) == set()
+    for seed in range(5):
+        report = _hhh(capsys, SYNFLOOD, "--epsilon", epsilon, "--delta", "1e-6", "--tau", "2000",
+                      "--mode", mode, "--seed", str(seed))
+        assert [x["prefix"] for x in report["hhh"]] == ["0.0.0.0/0"]
+
+
+def test_malformed_lines_are_counted_never_shown(capsys, tmp_path: Path) -> None:
+    """Bad text lines are skipped and counted by reason; their content appears nowhere in the output."""
+    path = tmp_path / "in.txt"
+    path.write_text("10.0.0.1\nCANARY-SECRET-LINE\n10.0.0.2\n999.1.1.1\n# comment\n\n")
+    code, out, err = _run(capsys, "hhh", "--input", str(path), "--epsilon", "1", "--delta", "1e-6", "--tau", "50")
+    assert code == 0
+    assert json.loads(out)["diagnostics"]["skipped"] == {"bad_ipv4": 2}
+    assert "CANARY" not in out + err and "999.1.1.1" not in out + err
+
+
+def test_nothing_readable_exits_non_zero(capsys, tmp_path: Path) -> None:
+    """An input with no readable record exits with status 1 and a clear message."""
+    path = tmp_path / "bad.txt"
+    path.write_text("nope\nalso-nope\n")
+    code, out, err = _run(capsys, "hhh", "--input", str(path), "--epsilon", "1", "--delta", "1e-6", "--tau", "5")
+    assert code == 1 and out == "" and "no readable record" in err and "nope" not in err
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--epsilon", "0", "--delta", "1e-6", "--tau", "5"], "epsilon"),
+    (["--epsilon", "1", "--delta", "1", "--tau", "5"], "delta"),
+    (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--counters", "0"], "counters"),
+    (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--hierarchy", "ipv4:16,8"], "increasing"),
+])
+def test_bad_parameters_exit_2_naming_the_field(capsys, tmp_path: Path, args: list[str], word: str) -> None:
+    """Invalid parameters are refused with exit status 2 and a message naming the field."""
+    path = tmp_path / "in.txt"
+    path.write_text("10.0.0.1\n")
+    code, out, err = _run(capsys, "hhh", "--input", str(path), *args)
+    assert code == 2 and out == "" and word in err
+
+
+def test_missing_input_file(capsys, tmp_path: Path) -> None:
+    """A missing input file is a clear error naming the file."""
+    code, _, err = _run(capsys, "hhh", "--input", str(tmp_path / "nope.pcap"), "--epsilon", "1",
+                        "--delta", "1e-6", "--tau", "5")
+    assert code == 2 and "nope.pcap" in err
+
+
+def test_path_hierarchy_from_text(capsys, tmp_path: Path) -> None:
+    """Paths of the wrong depth are skipped and counted; the others are reported by prefix."""
+    path = tmp_path / "paths.txt"
+    path.write_text("de/bavaria/munich/x\n" * 3000 + "de/berlin\n" + "fr//y/z\n")
+    report = _hhh(capsys, path, "--hierarchy", "path:4", "--epsilon", "2", "--delta", "1e-6",
+                  "--tau", "1000", "--mode", "point", "--seed", "3")
+    assert report["diagnostics"]["skipped"] == {"bad_path_depth": 1, "bad_path_empty_component": 1}
+    assert [x["prefix"] for x in report["hhh"]] == ["de/bavaria/munich/x"]
+
+
+def test_installed_command_runs_the_demo() -> None:
+    """The installed ``dphhh demo`` prints a readable private report of the shared capture."""
+    _require(SYNACK)
+    exe = Path(sys.executable).with_name("dphhh")
+    result = subprocess.run([str(exe), "demo"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ})
+    assert result.returncode == 0, result.stderr
+    assert "dphhh private HHH report" in result.stdout and "107.0.0.0/8" in result.stdout
