@@ -90,19 +90,20 @@ class InputFile:
                 yield values
 
     def iter_lines(self, skips: SkipCounter, chunk_size: int = 65536) -> Iterator[list[str]]:
-        """The records of a text file as lists of stripped, non-comment lines (see :mod:`connectors.text`).
+        """The records of a text file as lists of stripped, non-comment lines (:mod:`connectors.text`).
 
         A capture has no text records: ``ValueError("input: ...")``.
         """
         if self.is_capture:
             raise ValueError(
-                f"input: {self.path} is a {self.format} capture; captures only provide IPv4 source addresses"
+                f"input: {self.path} is a {self.format} capture; "
+                "captures only provide IPv4 source addresses"
             )
         return text.iter_text_lines(self.path, skips, chunk_size)
 
 
 def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> InputFile:
-    """Check ``path`` and ``input_format`` (one of :data:`INPUT_FORMATS`) and return an :class:`InputFile`.
+    """Check ``path`` and ``input_format`` (one of :data:`INPUT_FORMATS`); return an :class:`InputFile`.
 
     ``"auto"`` uses :func:`detect_format`. An explicit ``"pcap"``/``"pcapng"`` must match the
     file's magic; an explicit ``"text"`` is honoured even for a binary file (its lines then fail

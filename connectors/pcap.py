@@ -72,7 +72,14 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_LINUX_SLL2 = 276
 SUPPORTED_LINKTYPES = frozenset(
-    {LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_LINUX_SLL2}
+    {
+        LINKTYPE_NULL,
+        LINKTYPE_ETHERNET,
+        LINKTYPE_RAW,
+        LINKTYPE_LINUX_SLL,
+        LINKTYPE_IPV4,
+        LINKTYPE_LINUX_SLL2,
+    }
 )
 
 _ETHERTYPE_IPV4 = 0x0800
@@ -105,7 +112,8 @@ def _read_prefix(path: str | os.PathLike[str], n: int) -> bytes:
     except IsADirectoryError:
         raise ValueError(f"{_display(path)}: is a directory, not a capture file") from None
     except OSError as exc:
-        raise ValueError(f"{_display(path)}: cannot read file ({exc.strerror or type(exc).__name__})") from None
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{_display(path)}: cannot read file ({reason})") from None
 
 
 def _pcap_header(path: str | os.PathLike[str], head: bytes) -> tuple[str, int]:
@@ -209,7 +217,8 @@ def _decode_batch(
             st[c < 4] = _TRUNCATED
             b0, b1, b2, b3 = u8(o), u8(o + 1), u8(o + 2), u8(o + 3)
             # The family is in the capturing host's byte order: AF_INET (2) either way round.
-            inet = ((b0 == 2) & (b1 == 0) & (b2 == 0) & (b3 == 0)) | ((b0 == 0) & (b1 == 0) & (b2 == 0) & (b3 == 2))
+            middle_zero = (b1 == 0) & (b2 == 0)
+            inet = middle_zero & (((b0 == 2) & (b3 == 0)) | ((b0 == 0) & (b3 == 2)))
             st[(st == _OK) & ~inet] = _NOT_IPV4
             start = o + 4
         else:
@@ -248,10 +257,13 @@ def _open_capture(path: str | os.PathLike[str]) -> BinaryIO:
     try:
         return open(path, "rb")
     except OSError as exc:
-        raise ValueError(f"{_display(path)}: cannot read file ({exc.strerror or type(exc).__name__})") from None
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{_display(path)}: cannot read file ({reason})") from None
 
 
-def _walk_pcap(path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int) -> Iterator[np.ndarray]:
+def _walk_pcap(
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
+) -> Iterator[np.ndarray]:
     with _open_capture(path) as f:
         head = f.read(24)
         endian, linktype = _pcap_header(path, head)
@@ -311,7 +323,9 @@ _NG_LAYOUTS = {e: _NgLayout(e) for e in ("<", ">")}
 _SHB_TYPE = 0x0A0D0D0A  # the same in both byte orders
 
 
-def _walk_pcapng(path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int) -> Iterator[np.ndarray]:
+def _walk_pcapng(
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
+) -> Iterator[np.ndarray]:
     with _open_capture(path) as f:
         head = f.read(28)
         _pcapng_shb(path, head)

@@ -84,11 +84,14 @@ def iter_text_lines(
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise ValueError(f"{os.fspath(path)}: cannot read file ({exc.strerror or type(exc).__name__})") from None
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{os.fspath(path)}: cannot read file ({reason})") from None
     return _iter_lines(path, skips, chunk_size)
 
 
-def _iter_lines(path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int) -> Iterator[list[str]]:
+def _iter_lines(
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
+) -> Iterator[list[str]]:
     with open(path, "rb") as f:
         pending: list[str] = []
         carry = b""  # start of a line whose end has not been read yet

@@ -8,16 +8,25 @@ State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
 * ``table[cap]`` (int64): open-addressing hash table (linear probing, backward-shift deletion)
   mapping a real key to its slot; ``-1`` marks an empty bucket. Dummies are not in the table.
 * ``zeros[κ]`` (int64) and ``meta[ZPTR]``/``meta[ZLEN]``: the slots whose counter was 0 at the
-  last rebuild, in increasing slot order; entries whose counter has since become positive are
-  skipped lazily. Counters only decrease in the decrement-all step, which rebuilds the list, so the
-  first live entry is always *the lowest-index slot with a zero counter* — the data-independent
-  tie-break of Algorithm 2 step 3 (with unit weights the smallest counter is 0 whenever step 3
-  applies).
+  last rebuild, **ordered by key** (dummies, being negative, come first); entries whose counter has
+  since become positive are skipped lazily. Counters only decrease in the decrement-all step, which
+  rebuilds the list, and a slot leaves the zero set only by being hit or replaced, so the first
+  live entry is always *the zero-counter slot holding the smallest key* — the tie-break of
+  Algorithm 2 step 3 (with unit weights the smallest counter is 0 whenever step 3 applies).
+
+Why the smallest key and not the lowest slot: the choice must depend only on the sketch's
+``{key: counter}`` content, not on where keys happen to sit. Slot order lets one extra element
+shift later replacements into different slots, and a property test found neighbouring streams
+(κ = 4) whose sketches then differ in three keys per side, breaking the "at most 2 keys in one
+sketch and not the other" part of Lemma 4.1.1 that the δ accounting of §3 relies on. With the
+smallest-key rule the sketch is a function of its key→counter map and the bound held in an
+exhaustive search at κ = 4 and in the random property tests.
 
 Amortised cost: a hit is O(1); a replacement is O(1) plus lazily skipped list entries (each entry
-is skipped at most once per rebuild); a decrement-all costs O(κ) but happens at most n/κ times in a
-stream of n elements (each one removes κ units of counter mass, and each element adds at most one),
-so the total is O(n).
+is skipped at most once per rebuild); a decrement-all costs O(κ) plus sorting the z slots that
+reach zero (O(z log z)); it happens at most n/κ times in a stream of n elements (each one removes
+κ units of counter mass, and each element adds at most one), and a slot reaches zero only after
+being incremented, so the total is O(n log κ) in the worst case and O(n) typically.
 """
 
 from __future__ import annotations
@@ -87,6 +96,14 @@ def _delete(table, mask, slot_keys, key):
 
 
 @njit(cache=True)
+def _sort_by_key(zeros, zlen, slot_keys):
+    """Order ``zeros[:zlen]`` (slot indices) by the keys they hold, ascending."""
+    if zlen > 1:
+        order = np.argsort(slot_keys[zeros[:zlen]])
+        zeros[:zlen] = zeros[:zlen][order]
+
+
+@njit(cache=True)
 def mg_update(stream, slot_keys, counts, table, zeros, meta):
     """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each."""
     mask = table.shape[0] - 1
@@ -109,10 +126,11 @@ def mg_update(stream, slot_keys, counts, table, zeros, meta):
                 if counts[i] == 0:
                     zeros[zlen] = i
                     zlen += 1
+            _sort_by_key(zeros, zlen, slot_keys)
             zptr = 0
             decrements += 1
             continue
-        y = zeros[zptr]  # step 3: replace the lowest-index slot with the smallest (zero) counter
+        y = zeros[zptr]  # step 3: replace the zero-counter slot holding the smallest key
         zptr += 1
         old = slot_keys[y]
         if old >= 0:
@@ -138,6 +156,7 @@ def mg_rebuild_index(slot_keys, counts, table, zeros, meta):
         if counts[i] == 0:
             zeros[zlen] = i
             zlen += 1
+    _sort_by_key(zeros, zlen, slot_keys)
     meta[ZPTR] = 0
     meta[ZLEN] = zlen
 

@@ -36,7 +36,9 @@ def exact_counts(hierarchy: Hierarchy, values: Any, level: int) -> dict[int, int
 
 
 def exact_hhh(hierarchy: Hierarchy, values: Any, tau: float) -> list[ExactHHH]:
-    """The exact HHH set at threshold ``tau``, bottom-up (level h first), root last."""
+    """The exact HHH set at threshold ``tau`` > 0, bottom-up (level h first), root last."""
+    if not tau > 0:
+        raise ValueError(f"exact_hhh: tau must be > 0, got {tau!r}")
     n = hierarchy.count(values)
     covered = np.zeros(n, dtype=bool)
     result: list[ExactHHH] = []

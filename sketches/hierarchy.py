@@ -10,12 +10,15 @@ itself, never from arrival order.
 * :class:`IPv4Hierarchy` — prefix lengths, default ``(8, 16, 24, 32)``; keys are the masked
   addresses; labels ``107.0.0.0/8``.
 * :class:`IPv6Hierarchy` — prefix lengths on 128-bit values held as ``(hi, lo)`` uint64 pairs;
-  keys are interned per level; labels ``2001:db8::/32``.
+  labels ``2001:db8::/32``.
 * :class:`PathHierarchy` — ``/``-paths of exactly ``h`` components (``de/bavaria/munich/x``);
-  level ℓ keeps the first ℓ components; keys are interned per level; labels ``de/bavaria``.
+  level ℓ keeps the first ℓ components; labels ``de/bavaria``.
 
-Interned keys are stable for the life of the hierarchy object (one window, one job); the partition
-hash of an interned key is the hash of its prefix text, so it does not depend on interning order.
+IPv6 and path keys are a 63-bit BLAKE2b hash of (level, prefix): a fixed function of the prefix,
+the same in every batch, process and run, and independent of arrival order (the sketch's
+smallest-key tie-break and the partition hash both rely on that). The hierarchy object remembers
+each key's prefix to format labels; a hash collision between two distinct prefixes (probability
+about m²/2⁶⁴ for m prefixes) is detected and refused.
 """
 
 from __future__ import annotations
@@ -46,10 +49,6 @@ def splitmix64(values: np.ndarray) -> np.ndarray:
         z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
     return z ^ (z >> _U64(31))
-
-
-def _text_hash(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 class Hierarchy(ABC):
@@ -161,30 +160,27 @@ class IPv4Hierarchy(Hierarchy):
         return int(np.asarray(values).shape[0])
 
 
-class _Interner:
-    """Maps prefix identities to dense int ids (stable for the interner's life) and back."""
+_KEY_MASK = (1 << 63) - 1
 
-    def __init__(self) -> None:
-        self.ids: dict[Any, int] = {}
-        self.items: list[Any] = []
-        self.hashes: list[int] = []
 
-    def intern_many(self, uniques: Sequence[Any], hash_of) -> np.ndarray:
-        out = np.empty(len(uniques), dtype=np.int64)
-        ids, items, hashes = self.ids, self.items, self.hashes
-        for i, item in enumerate(uniques):
-            found = ids.get(item)
-            if found is None:
-                found = len(items)
-                ids[item] = found
-                items.append(item)
-                hashes.append(hash_of(item))
-            out[i] = found
-        return out
+class _PrefixKeys:
+    """Keys of one level: key = 63-bit BLAKE2b of (level, prefix bytes); remembers key → prefix."""
 
-    def hash_array(self, keys: np.ndarray) -> np.ndarray:
-        table = np.asarray(self.hashes, dtype=np.uint64)
-        return table[np.asarray(keys, dtype=np.int64)]
+    def __init__(self, owner: str, level: int) -> None:
+        self.owner = owner
+        self.tag = level.to_bytes(1, "little")
+        self.items: dict[int, Any] = {}
+
+    def key_of(self, item: Any, encoded: bytes) -> int:
+        digest = hashlib.blake2b(self.tag + encoded, digest_size=8).digest()
+        key = int.from_bytes(digest, "little") & _KEY_MASK
+        seen = self.items.setdefault(key, item)
+        if seen != item:
+            raise ValueError(f"{self.owner}: 63-bit key collision between two distinct prefixes; cannot continue")
+        return key
+
+    def keys_of(self, uniques: Sequence[Any], encode) -> np.ndarray:
+        return np.fromiter((self.key_of(u, encode(u)) for u in uniques), dtype=np.int64, count=len(uniques))
 
 
 class IPv6Hierarchy(Hierarchy):
@@ -194,7 +190,7 @@ class IPv6Hierarchy(Hierarchy):
 
     def __init__(self, prefix_lengths: Sequence[int] = (16, 32, 48, 64, 128)) -> None:
         self.prefix_lengths = _check_prefix_lengths("IPv6Hierarchy", prefix_lengths, 128)
-        self._interners = [_Interner() for _ in range(len(self.prefix_lengths) + 1)]
+        self._keys = [_PrefixKeys("IPv6Hierarchy", level) for level in range(len(self.prefix_lengths) + 1)]
 
     @property
     def h(self) -> int:
@@ -218,19 +214,13 @@ class IPv6Hierarchy(Hierarchy):
         pair[:, 1] = lo & mlo
         uniq, inverse = np.unique(pair, axis=0, return_inverse=True)
         as_ints = [(int(a) << 64) | int(b) for a, b in uniq]
-        level_tag = level.to_bytes(1, "little")
-        ids = self._interners[level].intern_many(
-            as_ints,
-            lambda v: int.from_bytes(
-                hashlib.blake2b(level_tag + v.to_bytes(16, "big"), digest_size=8).digest(), "little"
-            ),
-        )
+        ids = self._keys[level].keys_of(as_ints, lambda v: v.to_bytes(16, "big"))
         return ids[inverse.reshape(-1)]
 
     def value_of(self, key: int, level: int) -> int:
-        """The 128-bit prefix value of an interned key."""
+        """The 128-bit prefix value of a key seen by this object."""
         self._check_level(level)
-        return self._interners[level].items[int(key)]
+        return self._keys[level].items[int(key)]
 
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)
@@ -243,11 +233,11 @@ class IPv6Hierarchy(Hierarchy):
             raise ValueError(f"IPv6Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
         mhi, mlo = self._masks(to_level)
         value = self.value_of(key, level) & ((int(mhi) << 64) | int(mlo))
-        return self._interners[to_level].ids[value]
+        return self._keys[to_level].key_of(value, value.to_bytes(16, "big"))
 
     def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
         self._check_level(level)
-        return self._interners[level].hash_array(keys)
+        return splitmix64(np.asarray(keys, dtype=np.int64).astype(np.uint64))
 
     def count(self, values: tuple[np.ndarray, np.ndarray]) -> int:
         return int(np.asarray(values[0]).shape[0])
@@ -262,7 +252,7 @@ class PathHierarchy(Hierarchy):
         if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"PathHierarchy: depth must be an integer >= 1, got {depth!r}")
         self.depth = int(depth)
-        self._interners = [_Interner() for _ in range(self.depth + 1)]
+        self._keys = [_PrefixKeys("PathHierarchy", level) for level in range(self.depth + 1)]
 
     @property
     def h(self) -> int:
@@ -284,24 +274,24 @@ class PathHierarchy(Hierarchy):
                     f"got one with {len(parts)}"
                 )
             prefixes.append("/".join(parts[:level]))
-        ids = self._interners[level].intern_many(prefixes, _text_hash)
+        ids = self._keys[level].keys_of(prefixes, lambda text: text.encode("utf-8"))
         return ids[np.asarray(inverse, dtype=np.int64).reshape(-1)]
 
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)
         if level == 0:
             return "*"
-        return self._interners[level].items[int(key)]
+        return self._keys[level].items[int(key)]
 
     def ancestor(self, key: int, level: int, to_level: int) -> int:
         if not (1 <= to_level <= level):
             raise ValueError(f"PathHierarchy: to_level must be in 1..{level}, got {to_level!r}")
-        text = self.label(key, level)
-        return self._interners[to_level].ids["/".join(text.split("/")[:to_level])]
+        prefix = "/".join(self.label(key, level).split("/")[:to_level])
+        return self._keys[to_level].key_of(prefix, prefix.encode("utf-8"))
 
     def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
         self._check_level(level)
-        return self._interners[level].hash_array(keys)
+        return splitmix64(np.asarray(keys, dtype=np.int64).astype(np.uint64))
 
     def count(self, values: Sequence[str]) -> int:
         return len(values)

@@ -4,8 +4,11 @@ Guarantee: after a stream of ``n`` unit-weight elements, every real key ``x`` ha
 ``f(x) − n/(κ+1) <= C[x] <= f(x)`` (keys outside the sketch have ``C[x] = 0``); more tightly
 ``f(x) − d <= C[x]`` where ``d`` is the number of decrement-all steps taken, ``d <= n/(κ+1)``.
 The state after :meth:`MisraGries.update` on an array equals the state after inserting its
-elements one by one in array order, and depends only on the input sequence (ties broken by slot
-order). Dummy keys (negative) fill unused slots and are never output.
+elements one by one in array order, and depends only on the input sequence. When an element
+replaces a key (Algorithm 2 step 3) it takes the zero-counter slot holding the **smallest key**
+(dummies, negative, first): a fixed rule on the sketch's content that keeps Lemma 4.1.1's
+"at most 2 keys in one sketch and not the other" true (see :mod:`sketches._mg_kernel`). Dummy keys
+(negative) fill unused slots and are never output.
 
 The sketch state is **raw, non-private data**: only :func:`privacy.release.release_level` may
 turn it into something that leaves the engine.
@@ -53,13 +56,20 @@ class MisraGries:
         self._slot_keys = -1 - np.arange(self.k, dtype=np.int64)  # distinct dummies
         self._counts = np.zeros(self.k, dtype=np.int64)
         self._table = np.full(_table_size(self.k), -1, dtype=np.int64)
-        self._zeros = np.arange(self.k, dtype=np.int64)
+        self._zeros = np.arange(self.k - 1, -1, -1, dtype=np.int64)  # zero slots by key: dummy -κ first
         self._meta = np.zeros(K.META_SIZE, dtype=np.int64)
         self._meta[K.ZLEN] = self.k
 
     # -- updates -------------------------------------------------------------------------------
     def update(self, keys: np.ndarray | Iterable[int]) -> None:
-        """Insert every key of ``keys`` in order (weight 1 each); keys must be integers >= 0."""
+        """Insert every key of ``keys`` in order (weight 1 each); keys must be integers >= 0.
+
+        Integer keys up to 2**63 − 1; unsigned arrays above that range are refused.
+        """
+        if not isinstance(keys, np.ndarray):
+            keys = np.fromiter(keys, dtype=np.int64) if not isinstance(keys, (list, tuple)) else np.asarray(keys)
+        if keys.size and keys.dtype.kind not in "iub":
+            raise ValueError(f"MisraGries.update: keys must be integers, got dtype {keys.dtype}")
         arr = np.ascontiguousarray(keys, dtype=np.int64)
         if arr.ndim != 1:
             raise ValueError(f"MisraGries.update: keys must be one-dimensional, got shape {arr.shape}")
@@ -146,6 +156,9 @@ class MisraGries:
         data = bytes(data)
         if len(data) < _HEADER.size + _CRC.size:
             raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes is shorter than a header")
+        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+        if crc != zlib.crc32(data[: len(data) - _CRC.size]):
+            raise SketchFormatError(f"{where}: Possible corruption: checksum mismatch")
         magic, version, flags, kappa, total, decrements = _HEADER.unpack_from(data)
         if magic != _MAGIC:
             raise SketchFormatError(f"{where}: Possible corruption: bad magic {magic!r} (expected {_MAGIC!r})")
@@ -158,9 +171,6 @@ class MisraGries:
         expected = _HEADER.size + 16 * kappa + _CRC.size
         if len(data) != expected:
             raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for κ={kappa}")
-        (crc,) = _CRC.unpack_from(data, expected - _CRC.size)
-        if crc != zlib.crc32(data[: expected - _CRC.size]):
-            raise SketchFormatError(f"{where}: Possible corruption: checksum mismatch")
         off = _HEADER.size
         keys = np.frombuffer(data, dtype="<i8", count=kappa, offset=off).astype(np.int64)
         counts = np.frombuffer(data, dtype="<i8", count=kappa, offset=off + 8 * kappa).astype(np.int64)

@@ -1,0 +1,139 @@
+"""Kafka helpers on kafka-python: topic admin, a packed-batch producer, report readers.
+
+Client options use Kafka's dotted names (``bootstrap.servers``, ``security.protocol``,
+``sasl.mechanism`` …) as in the job configuration; :func:`client_kwargs` maps them to
+kafka-python's keyword arguments, so SASL/SSL settings pass through to every client.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+__all__ = [
+    "client_kwargs",
+    "create_topics",
+    "pack_ipv4",
+    "PackedProducer",
+    "iter_committed_values",
+    "wait_for_broker",
+]
+
+_BE_U32 = np.dtype(">u4")
+
+
+def client_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """kafka-python keyword arguments from dotted Kafka option names."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        name = key.replace(".", "_")
+        if name == "bootstrap_servers" and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        out[name] = value
+    return out
+
+
+def wait_for_broker(options: Mapping[str, Any], timeout_s: float = 60.0) -> None:
+    """Block until the broker answers a metadata request; ``TimeoutError`` naming it otherwise."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            admin = KafkaAdminClient(**client_kwargs(options), request_timeout_ms=5000)
+            admin.list_topics()
+            admin.close()
+            return
+        except (KafkaError, OSError, ValueError) as exc:
+            last = exc
+            time.sleep(0.5)
+    raise TimeoutError(f"kafka: broker {options.get('bootstrap.servers')} not reachable after {timeout_s:.0f} s ({last})")
+
+
+def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: int = 1) -> list[str]:
+    """Create the topics that do not exist yet (replication 1); returns those created."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(**client_kwargs(options))
+    try:
+        existing = set(admin.list_topics())
+        missing = [n for n in names if n not in existing]
+        if missing:
+            admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in missing])
+        return missing
+    finally:
+        admin.close()
+
+
+def pack_ipv4(addresses: np.ndarray) -> bytes:
+    """The packed message format: big-endian uint32 addresses."""
+    return np.asarray(addresses, dtype=np.uint32).astype(_BE_U32).tobytes()
+
+
+class PackedProducer:
+    """Publishes addresses as packed batches (or any raw values) with explicit timestamps."""
+
+    def __init__(self, options: Mapping[str, Any], topic: str, *, transactional: bool = False) -> None:
+        from kafka import KafkaProducer
+
+        self.topic = topic
+        self._producer = KafkaProducer(
+            **client_kwargs(options), acks="all", linger_ms=5, max_request_size=4 << 20
+        )
+        self.messages = 0
+        self.bytes = 0
+
+    def send_value(self, value: bytes, timestamp_ms: int | None = None) -> None:
+        """Publish one raw message value."""
+        self._producer.send(self.topic, value=value, timestamp_ms=timestamp_ms)
+        self.messages += 1
+        self.bytes += len(value)
+
+    def send_addresses(self, addresses: np.ndarray, batch: int, timestamp_ms: int | None = None) -> None:
+        """Publish ``addresses`` in packed messages of at most ``batch`` addresses each."""
+        if batch < 1:
+            raise ValueError(f"PackedProducer: batch must be >= 1, got {batch}")
+        for i in range(0, len(addresses), batch):
+            self.send_value(pack_ipv4(addresses[i : i + batch]), timestamp_ms)
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def close(self) -> None:
+        self._producer.flush()
+        self._producer.close()
+
+
+def iter_committed_values(
+    options: Mapping[str, Any],
+    topic: str,
+    *,
+    follow: bool = False,
+    idle_timeout_s: float = 5.0,
+    group_id: str | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """(timestamp ms, value) of a topic from the beginning, read-committed only.
+
+    Without ``follow`` it stops once no new record arrived for ``idle_timeout_s``.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        **client_kwargs(options),
+        group_id=group_id,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        consumer_timeout_ms=int(idle_timeout_s * 1000) if not follow else float("inf"),
+    )
+    try:
+        for record in consumer:
+            yield record.timestamp, record.value
+    finally:
+        consumer.close()

@@ -1,0 +1,97 @@
+"""Logic of the release operator: one window's sketch releases → one report, exactly once.
+
+The operator (a thin Flink adapter in :mod:`stream.job`) gathers the
+:class:`~privacy.hhh.SketchRelease` values of a window from every (level, partition) sketch
+operator and, when the window's release time passes, calls :meth:`WindowAssembler.report`:
+
+* if the durable ledger already holds the window's report (a replay after failure), those bytes
+  are returned unchanged — the window is never recomputed with fresh noise;
+* otherwise sketches that saw no element in the window are released as empty (their noisy size
+  is still drawn: an empty sub-stream is indistinguishable from a released one), Algorithm 4
+  runs, the report is encoded canonically and written to the ledger *before* it is returned.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from privacy.hhh import SketchRelease
+from privacy.params import HHHParams
+from privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
+from privacy.window import assemble_report, release_sketch
+from sketches.hierarchy import Hierarchy
+
+from .ledger import ReleaseLedger
+from .windows import TumblingWindows
+
+__all__ = ["WindowAssembler", "encode_report", "noise_source_factory", "sketch_id", "sketch_of_id"]
+
+
+def sketch_id(level: int, partition: int, partitions: int) -> int:
+    """Dense id of the (level, partition) sketch, the key of the sketch operators."""
+    return (level - 1) * partitions + partition
+
+
+def sketch_of_id(sid: int, partitions: int) -> tuple[int, int]:
+    """Inverse of :func:`sketch_id`."""
+    return sid // partitions + 1, sid % partitions
+
+
+def encode_report(report: dict[str, Any]) -> bytes:
+    """Canonical JSON bytes of a report (sorted keys, compact): what the ledger stores."""
+    return json.dumps(report, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def noise_source_factory(seed: int | None) -> Callable[[int, int, int], RandomSource]:
+    """Noise source per (window, level, partition): secure, or seeded for tests (NOT private)."""
+    if seed is None:
+        secure = SecureRandomSource()
+        return lambda window, level, partition: secure
+    return lambda window, level, partition: SeededRandomSource(
+        np.random.default_rng([seed, window & 0xFFFFFFFFFFFF, level, partition])
+    )
+
+
+class WindowAssembler:
+    """Turns one window's releases into its report bytes, through the ledger."""
+
+    def __init__(
+        self,
+        hierarchy: Hierarchy,
+        params: HHHParams,
+        windows: TumblingWindows,
+        ledger: ReleaseLedger,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        self.hierarchy = hierarchy
+        self.params = params
+        self.windows = windows
+        self.ledger = ledger
+        self.seed = seed
+        self.noise_for = noise_source_factory(seed)
+
+    def report(self, window_start: int, releases: Iterable[SketchRelease]) -> tuple[bytes, bool]:
+        """(report bytes, replayed) for the window; ``replayed`` is True when read from the ledger."""
+        stored = self.ledger.get(window_start)
+        if stored is not None:
+            return stored, True
+        by_sketch = {(r.level, r.partition): r for r in releases}
+        h, parts = self.hierarchy.h, self.params.partitions
+        for level in range(1, h + 1):
+            for p in range(parts):
+                if (level, p) not in by_sketch:
+                    by_sketch[(level, p)] = release_sketch(
+                        level, p, {}, 0, params=self.params, h=h, rng=self.noise_for(window_start, level, p)
+                    )
+        report = assemble_report(
+            by_sketch.values(),
+            self.hierarchy,
+            self.params,
+            window=self.windows.describe(window_start),
+            secure_randomness=self.seed is None,
+        )
+        return self.ledger.put(window_start, encode_report(report)), False

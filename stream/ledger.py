@@ -1,0 +1,76 @@
+"""The durable release ledger: a window's report is computed once and published once.
+
+Before a report leaves the release operator it is written here (atomically: temporary file,
+``fsync``, rename, directory ``fsync``). When a window is released again after a failure and
+restore, the stored bytes are republished unchanged instead of being recomputed with fresh noise
+(spec §0 (b)). A disk-full or unwritable ledger raises :class:`LedgerError` and nothing is
+published for that window.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = ["ReleaseLedger", "LedgerError"]
+
+_NAME = re.compile(r"^window-(-?\d+)\.json$")
+
+
+class LedgerError(OSError):
+    """The ledger could not be read or written."""
+
+
+class ReleaseLedger:
+    """Window start (ms) → report bytes, one file per window under ``directory``."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"ReleaseLedger: cannot create {self.directory}: {exc.strerror}") from None
+
+    def _path(self, window_start: int) -> Path:
+        return self.directory / f"window-{int(window_start)}.json"
+
+    def get(self, window_start: int) -> bytes | None:
+        """The stored report of a window, or ``None``."""
+        try:
+            return self._path(window_start).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LedgerError(f"ReleaseLedger: cannot read window {window_start}: {exc.strerror}") from None
+
+    def put(self, window_start: int, report: bytes) -> bytes:
+        """Store a window's report durably unless one is stored; return the stored bytes."""
+        existing = self.get(window_start)
+        if existing is not None:
+            return existing
+        final = self._path(window_start)
+        tmp = final.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(report)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise LedgerError(f"ReleaseLedger: cannot write window {window_start}: {exc.strerror}") from None
+        return report
+
+    def windows(self) -> list[int]:
+        """Window starts with a stored report, ascending."""
+        found = [int(m.group(1)) for p in self.directory.iterdir() if (m := _NAME.match(p.name))]
+        return sorted(found)

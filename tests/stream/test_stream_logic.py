@@ -1,0 +1,144 @@
+"""Plain-Python logic of the stream job: windows, ledger, report file, assembler, configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from privacy.params import HHHParams
+from privacy.window import release_sketch
+from sketches.hierarchy import IPv4Hierarchy
+from sketches.misra_gries import MisraGries
+from stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
+from stream.config import ConfigError, load_config
+from stream.ledger import LedgerError, ReleaseLedger
+from stream.windows import TumblingWindows
+
+
+def test_window_arithmetic() -> None:
+    """Windows start at multiples of the size; release time includes lateness; late means released."""
+    w = TumblingWindows(1000, 200)
+    assert w.start_of(12_345) == 12_000 and w.start_of(12_000) == 12_000
+    assert w.release_time(12_000) == 13_199 and w.start_of_release_time(13_199) == 12_000
+    assert not w.is_late(12_000, 13_198) and w.is_late(12_000, 13_199)
+    assert w.describe(0)["end"] == "1970-01-01T00:00:01.000+00:00"
+    with pytest.raises(ValueError, match="size_ms"):
+        TumblingWindows(0)
+
+
+def test_ledger_stores_once_and_returns_the_first(tmp_path: Path) -> None:
+    """The ledger keeps the first report of a window and returns it on every later put."""
+    ledger = ReleaseLedger(tmp_path / "ledger")
+    assert ledger.get(5) is None
+    assert ledger.put(5, b"first") == b"first"
+    assert ledger.put(5, b"second") == b"first"
+    assert ledger.get(5) == b"first" and ledger.windows() == [5]
+    assert not list((tmp_path / "ledger").glob("*.tmp"))
+
+
+def test_ledger_unwritable_is_a_clear_error(tmp_path: Path) -> None:
+    """An unwritable ledger directory raises LedgerError naming the window."""
+    ledger = ReleaseLedger(tmp_path / "ro")
+    os.chmod(tmp_path / "ro", 0o500)
+    try:
+        if os.access(tmp_path / "ro", os.W_OK):  # root ignores permission bits: use a file as the dir
+            ledger = ReleaseLedger.__new__(ReleaseLedger)
+            (tmp_path / "file").write_text("x")
+            ledger.directory = tmp_path / "file"
+        with pytest.raises(LedgerError, match="window 7"):
+            ledger.put(7, b"r")
+    finally:
+        os.chmod(tmp_path / "ro", 0o700)
+
+
+def _report(start: int) -> bytes:
+    return encode_report({"window": {"start_ms": start}, "hhh": []})
+
+
+def test_report_file_writes_each_window_once(tmp_path: Path) -> None:
+    """A republished window is not appended again, also after reopening; a torn tail is cut."""
+    path = tmp_path / "r.jsonl"
+    sink = JsonLinesReportFile(path)
+    assert sink.write(_report(1)) and not sink.write(_report(1))
+    with open(path, "ab") as fh:
+        fh.write(b'{"window": {"sta')  # a crash mid-line
+    sink = JsonLinesReportFile(path)
+    assert not sink.write(_report(1)) and sink.write(_report(2))
+    lines = path.read_bytes().splitlines()
+    assert [json.loads(x)["window"]["start_ms"] for x in lines] == [1, 2]
+
+
+def test_report_file_unwritable(tmp_path: Path) -> None:
+    """A report path that cannot be written raises ReportSinkError, not a corrupt file."""
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ReportSinkError, match="cannot"):
+        JsonLinesReportFile(tmp_path / "dir").write(_report(1))
+
+
+def test_sketch_ids_round_trip() -> None:
+    """Sketch ids are dense and invertible."""
+    ids = [sketch_id(level, p, 3) for level in (1, 2, 3, 4) for p in range(3)]
+    assert ids == list(range(12))
+    assert [sketch_of_id(i, 3) for i in ids] == [(level, p) for level in (1, 2, 3, 4) for p in range(3)]
+
+
+def test_assembler_fills_empty_sketches_and_replays_from_the_ledger(tmp_path: Path) -> None:
+    """An empty window still gets a report; a second call returns the ledger's bytes unchanged."""
+    h = IPv4Hierarchy()
+    params = HHHParams(epsilon=1, delta=1e-6, tau=100, counters=16, partitions=2)
+    asm = WindowAssembler(h, params, TumblingWindows(1000), ReleaseLedger(tmp_path / "l"))
+    first, replayed = asm.report(3000, [])
+    assert not replayed
+    report = json.loads(first)
+    assert report["window"]["start_ms"] == 3000 and report["schema"] == "dphhh.report/1"
+    assert "secure" == report["guarantees"]["randomness"]
+    again, replayed = asm.report(3000, [])
+    assert replayed and again == first
+
+
+def test_assembler_with_seed_is_deterministic(tmp_path: Path) -> None:
+    """With a test seed, two assemblers produce the same report for the same releases."""
+    h = IPv4Hierarchy([8, 16])
+    params = HHHParams(epsilon=1, delta=1e-6, tau=50, counters=8)
+    mg = MisraGries(8)
+    mg.update(np.full(500, 0x0A000000, dtype=np.int64))
+    outs = []
+    for d in ("a", "b"):
+        asm = WindowAssembler(h, params, TumblingWindows(1000), ReleaseLedger(tmp_path / d), seed=4)
+        rel = release_sketch(1, 0, mg.counters(), mg.total, params=params, h=2, rng=asm.noise_for(0, 1, 0))
+        outs.append(asm.report(0, [rel])[0])
+    assert outs[0] == outs[1] and "NOT private" in json.loads(outs[0])["guarantees"]["randomness"]
+
+
+def test_config_layers_and_errors(tmp_path: Path) -> None:
+    """File, environment and --set override the defaults in that order; bad values name their key."""
+    path = tmp_path / "c.toml"
+    path.write_text('[privacy]\nepsilon = 2.0\ncounters = 64\n[window]\nsize_ms = 500\n')
+    cfg = load_config(path, environ={"DPHHH_PRIVACY_EPSILON": "3"}, overrides=["window.size_ms=700"])
+    assert cfg["privacy.epsilon"] == 3.0 and cfg.params.counters == 64 and cfg["window.size_ms"] == 700
+    for bad, word in [
+        ('[privacy]\nepsilon = -1\n', "privacy.epsilon"),
+        ('[privacy]\nepsilonn = 1\n', "privacy.epsilonn"),
+        ('[window]\nsize_ms = "x"\n', "window.size_ms"),
+        ('[input]\nformat = "csv"\n', "input.format"),
+        ('[hierarchy]\nspec = "ipv4:16,8"\n', "hierarchy.spec"),
+        ('[kafka]\nstart = "middle"\n', "kafka.start"),
+        ('not toml', "not valid TOML"),
+    ]:
+        path.write_text(bad)
+        with pytest.raises(ConfigError, match=word.replace(".", r"\.")):
+            load_config(path, environ={})
+    with pytest.raises(ConfigError, match="flink.parallelism"):
+        load_config(None, environ={"DPHHH_FLINK_PARALLELISM": "two"})
+
+
+def test_config_hides_pass_through_secrets() -> None:
+    """Pass-through Kafka options reach the clients but are masked in the printable view."""
+    cfg = load_config(None, environ={"DPHHH_KAFKA_EXTRA": "sasl.password=hunter2,sasl.mechanism=PLAIN"})
+    assert cfg.kafka_client_options()["sasl.password"] == "hunter2"
+    assert "hunter2" not in json.dumps(cfg.public_dict())
