@@ -10,9 +10,10 @@ path: generalising each address to each level (masking) plus inserting the four 
 (a) ``project``: :class:`sketches.level_sketches.LevelSketches` with P = 1 (one compiled
     Misra-Gries sketch per level), fed in batches of ``--batch`` addresses (default 65536, the pcap
     connector's chunk size). The numba kernel is loaded/compiled before timing.
-(b) ``python-dict``: a plain-Python Misra-Gries per level, a ``dict`` key -> count plus a list of
-    slots, with exactly the semantics of Algorithm 2 (spec §2) including the slot-order tie-break,
-    so its final state is *identical* to the project's (checked after the timed run and printed).
+(b) ``python-dict``: a plain-Python Misra-Gries per level, a ``dict`` key -> count, with exactly
+    the semantics of Algorithm 2 (spec §2) including the project's tie-break (smallest key among
+    the zero counters), so its final {key: counter} content is *identical* to the project's
+    (checked after the timed run and printed).
     It is a straightforward dict implementation, not a tuned one (see :class:`DictMisraGries`).
 (c) ``datasketches``: Apache DataSketches' ``frequent_items_sketch`` (Python binding of the C++
     library), one per level, with ``lg_max_k`` the smallest size whose capacity (0.75·2^lg_max_k)
@@ -98,29 +99,28 @@ class DictMisraGries:
     """Algorithm 2 (spec §2) with a Python dict; unit weights.
 
     A straightforward baseline, as one would write it without a compiled kernel: ``counts`` maps
-    each real key to its counter; ``slots`` lists the keys in slot order so that the data-independent
-    tie-break of step 3 ("the lowest-index slot with the smallest counter") is the same as the
-    project's, which makes the final state identical and the comparison fair. Dummy keys are not
-    stored: while fewer than κ slots are used, the lowest free slot is a dummy with count 0, and
-    every real key has count >= 1 (counters only drop in a decrement-all, which cannot happen
-    while a dummy with count 0 exists), so the next free slot is the one step 3 picks. Once all κ
-    slots are used they stay used. Zero counters are found through a list of the slots that were
-    zero after the last decrement-all, skipped lazily once they become positive again (the same
-    amortisation as the project; a scan over κ slots per insert would be far slower still).
-    The decrement-all is a Python loop over the κ counters.
+    each real key to its counter. The data-independent tie-break of step 3 is the project's
+    (among zero counters, replace the **smallest key**; dummy keys are negative, so they go
+    first), which makes the final ``{key: counter}`` content identical to the project's sketch and
+    the comparison fair. Dummies are not stored: while fewer than κ real keys are held a dummy
+    with count 0 exists and is the smallest key, and every real key then has count >= 1 (counters
+    drop only in a decrement-all, which cannot happen while a zero counter exists), so step 3
+    just adds the new key. Once κ real keys are held there are no dummies left, for good. Zero
+    counters are found through the keys that were zero after the last decrement-all, sorted,
+    skipped lazily once hit (the same amortisation as the project; a scan over the κ counters per
+    insert would be far slower still). The decrement-all is a Python loop over the κ counters.
     """
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.counts: dict[int, int] = {}
-        self.slots: list[int] = []
         self.zeros: list[int] = []
         self.zptr = 0
         self.decrements = 0
         self.total = 0
 
     def update(self, items: list[int]) -> None:
-        counts, slots, k = self.counts, self.slots, self.k
+        counts, k = self.counts, self.k
         get = counts.get
         zeros, zptr, decrements = self.zeros, self.zptr, self.decrements
         zlen = len(zeros)
@@ -129,31 +129,25 @@ class DictMisraGries:
             if c is not None:  # step 1: x is a key
                 counts[x] = c + 1
                 continue
-            if len(slots) < k:  # step 3 with a dummy in the lowest free slot
-                slots.append(x)
+            if len(counts) < k:  # step 3, the smallest zero-counter key is a dummy
                 counts[x] = 1
                 continue
-            while zptr < zlen and counts[slots[zeros[zptr]]] != 0:
+            # Keys after zptr are still held (only the one at zptr is ever replaced); skip hit ones.
+            while zptr < zlen and counts[zeros[zptr]] != 0:
                 zptr += 1
             if zptr == zlen:  # step 2: every counter >= 1: decrement all, x is dropped
                 for key in counts:
                     counts[key] -= 1
-                zeros = [i for i, key in enumerate(slots) if counts[key] == 0]
+                zeros = sorted([key for key, c in counts.items() if c == 0])
                 zlen = len(zeros)
                 zptr = 0
                 decrements += 1
                 continue
-            i = zeros[zptr]  # step 3: replace the lowest-index zero slot
+            del counts[zeros[zptr]]  # step 3: replace the smallest zero-counter key
             zptr += 1
-            del counts[slots[i]]
-            slots[i] = x
             counts[x] = 1
         self.zeros, self.zptr, self.decrements = zeros, zptr, decrements
         self.total += len(items)
-
-    def state(self) -> tuple[np.ndarray, np.ndarray]:
-        keys = np.array(self.slots, dtype=np.int64)
-        return keys, np.array([self.counts[x] for x in self.slots], dtype=np.int64)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -296,17 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     secs, dict_sketches = best_of(args.repeat, run_dict, stream[:dict_n], args.kappa, args.batch, masks)
     log(f"  {secs:.2f}s, {dict_n / secs:,.0f} addresses/s")
     _, reference = run_project(stream[:dict_n], args.kappa, args.batch)
-    identical = True
-    for level, dsk in enumerate(dict_sketches, start=1):
-        ref_keys, ref_counts = reference.sketch(level).state()
-        keys, counts = dsk.state()
-        used = len(keys)
-        identical &= (
-            np.array_equal(keys, ref_keys[:used])
-            and np.array_equal(counts, ref_counts[:used])
-            and bool((ref_keys[used:] < 0).all())  # the project's unused slots hold dummies
-            and dsk.decrements == reference.sketch(level).decrements
-        )
+    # The sketch content is its {key: counter} map (zero counters included) and decrement count.
+    identical = all(
+        dsk.counts == reference.sketch(level).counters() and dsk.decrements == reference.sketch(level).decrements
+        for level, dsk in enumerate(dict_sketches, start=1)
+    )
     log(f"  dict state identical to the project's sketch state on that prefix: {identical}")
     rows.append(("python dict Misra-Gries", dict_n, secs, "final state == project's: " + ("yes" if identical else "NO")))
     dict_rate = dict_n / secs

@@ -12,6 +12,17 @@ __all__ = ["SCHEMA", "build_report"]
 SCHEMA = "dphhh.report/1"
 
 
+def _coverage_text(p: HHHParams, alpha1: float) -> str:
+    if p.mode != "conservative":
+        return "none (point mode)"
+    if p.tau >= 2 * alpha1:
+        return "with probability >= 1 - beta no unreported prefix has residual count above tau - alpha1"
+    # A prefix that never passed the release threshold can have a true count up to alpha1 (its
+    # counter is below alpha2 and the sketch undercounts by at most n/(kappa+1)); Theorem 4.1.5's
+    # argument covers released prefixes only, so coverage needs alpha1 <= tau - alpha1.
+    return "void for this window: tau < 2*alpha1, so an unreleased prefix may have residual up to alpha1 > tau - alpha1"
+
+
 def build_report(
     *,
     params: HHHParams,
@@ -52,11 +63,8 @@ def build_report(
                 "([lower, upper]); estimate is the residual after removing selected descendants"
                 + (" (conservative: may exceed the true residual)" if p.mode == "conservative" else "")
             ),
-            "coverage": (
-                "with probability >= 1 - beta no unreported prefix has residual count above tau - alpha1"
-                if p.mode == "conservative"
-                else "none (point mode)"
-            ),
+            "coverage_holds": p.mode == "conservative" and p.tau >= 2 * alpha1,
+            "coverage": _coverage_text(p, alpha1),
             "privacy": ledger["guarantee"],
             "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
         },

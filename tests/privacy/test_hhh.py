@@ -143,3 +143,16 @@ def test_report_carries_no_exact_count() -> None:
     assert report["window"]["n_noisy"] != values.size
     exact_counts = {x.count for x in exact_hhh(h, values, 50)}
     assert not exact_counts & {x["count"] for x in report["hhh"]}
+
+
+def test_coverage_is_claimed_only_when_tau_is_at_least_two_alpha1() -> None:
+    """Conservative coverage is stated only when τ >= 2·α1 (unreleased prefixes can reach α1); point mode never claims it."""
+    h = IPv4Hierarchy()
+    sketches = LevelSketches(h, 256)
+    sketches.update(_stream(3))
+    high = release_window(sketches, HHHParams(epsilon=1, delta=1e-6, tau=5000, counters=256), rng=1)
+    low = release_window(sketches, HHHParams(epsilon=1, delta=1e-6, tau=100, counters=256), rng=1)
+    point = release_window(sketches, HHHParams(epsilon=1, delta=1e-6, tau=5000, counters=256, mode="point"), rng=1)
+    assert high["guarantees"]["alpha1"] * 2 <= 5000 and high["guarantees"]["coverage_holds"]
+    assert not low["guarantees"]["coverage_holds"] and low["guarantees"]["coverage"].startswith("void")
+    assert not point["guarantees"]["coverage_holds"]
