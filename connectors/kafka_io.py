@@ -59,13 +59,25 @@ def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: 
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
+    names = list(names)
     admin = KafkaAdminClient(**client_kwargs(options))
     try:
         existing = set(admin.list_topics())
         missing = [n for n in names if n not in existing]
         if missing:
             admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in missing])
-        return missing
+        deadline = time.monotonic() + 30
+        while True:  # a topic is usable once its partitions have leaders
+            described = admin.describe_topics(names)
+            ready = all(
+                not t.get("error_code") and t.get("partitions") and all(p.get("leader_id", -1) >= 0 for p in t["partitions"])
+                for t in described
+            )
+            if ready:
+                return missing
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka: topics {names} not ready after 30 s")
+            time.sleep(0.2)
     finally:
         admin.close()
 
@@ -83,16 +95,25 @@ class PackedProducer:
 
         self.topic = topic
         self._producer = KafkaProducer(
-            **client_kwargs(options), acks="all", linger_ms=5, max_request_size=4 << 20
+            **client_kwargs(options), acks="all", linger_ms=5, max_request_size=4 << 20, retries=10
         )
+        self._pending: list = []
         self.messages = 0
         self.bytes = 0
 
     def send_value(self, value: bytes, timestamp_ms: int | None = None) -> None:
-        """Publish one raw message value."""
-        self._producer.send(self.topic, value=value, timestamp_ms=timestamp_ms)
+        """Publish one raw message value (asynchronously; :meth:`flush` reports failures)."""
+        self._pending.append(self._producer.send(self.topic, value=value, timestamp_ms=timestamp_ms))
         self.messages += 1
         self.bytes += len(value)
+        if len(self._pending) >= 10_000:
+            self._check(self._pending[:5_000])
+            del self._pending[:5_000]
+
+    @staticmethod
+    def _check(futures) -> None:
+        for future in futures:
+            future.get(timeout=60)  # raises the send's KafkaError, if any
 
     def send_addresses(self, addresses: np.ndarray, batch: int, timestamp_ms: int | None = None) -> None:
         """Publish ``addresses`` in packed messages of at most ``batch`` addresses each."""
@@ -102,11 +123,16 @@ class PackedProducer:
             self.send_value(pack_ipv4(addresses[i : i + batch]), timestamp_ms)
 
     def flush(self) -> None:
+        """Wait until every message sent so far is acknowledged; raise if one failed."""
         self._producer.flush()
+        pending, self._pending = self._pending, []
+        self._check(pending)
 
     def close(self) -> None:
-        self._producer.flush()
-        self._producer.close()
+        try:
+            self.flush()
+        finally:
+            self._producer.close()
 
 
 def iter_committed_values(

@@ -2,9 +2,13 @@
 
 Subcommands:
 
-* ``dphhh hhh``   — one private HHH report over a whole file (batch; one window = the input);
-* ``dphhh exact`` — the exact, NON-PRIVATE HHH of a file, for evaluation on one's own data;
-* ``dphhh demo``  — the batch command on the shared real capture, with a readable summary.
+* ``dphhh demo``    — the stream job on a sample stream (local broker, bounded Flink job, reports);
+  ``dphhh demo --batch`` runs the batch command on the shared real capture instead;
+* ``dphhh run``     — the stream job (Kafka → Flink → reports) until Ctrl-C;
+* ``dphhh produce`` — publish addresses to a Kafka topic (packed batches by default);
+* ``dphhh reports`` — read published reports (read-committed) and print them readably;
+* ``dphhh hhh``     — one private HHH report over a whole file (batch; one window = the input);
+* ``dphhh exact``   — the exact, NON-PRIVATE HHH of a file, for evaluation on one's own data.
 
 Errors in arguments or input print ``dphhh <command>: error: <message>`` and exit with status 2
 (usage) or 1 (nothing readable in the input).
@@ -47,18 +51,26 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: Defaults of the privacy options (the demo only passes on what the user gave explicitly).
+PRIVACY_DEFAULTS = {"beta": 0.05, "counters": 1024, "partitions": 1, "variant": "fresh", "mode": "conservative"}
+DEMO_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "tau": 1000.0, **PRIVACY_DEFAULTS}
+
+
 def _privacy_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    p.add_argument("--epsilon", type=float, required=not demo, default=1.0 if demo else None,
+    def default(name: str):
+        return argparse.SUPPRESS if demo else PRIVACY_DEFAULTS.get(name)
+
+    p.add_argument("--epsilon", type=float, required=not demo, default=default("epsilon"),
                    help="window privacy budget ε > 0")
-    p.add_argument("--delta", type=float, required=not demo, default=1e-6 if demo else None,
+    p.add_argument("--delta", type=float, required=not demo, default=default("delta"),
                    help="window privacy budget 0 < δ < 1 (far below 1/n)")
-    p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
-    p.add_argument("--tau", type=float, required=not demo, default=1000.0 if demo else None,
+    p.add_argument("--beta", type=float, default=default("beta"), help="failure probability of the guarantees (default 0.05)")
+    p.add_argument("--tau", type=float, required=not demo, default=default("tau"),
                    help="HHH threshold (absolute count)")
-    p.add_argument("--counters", type=int, default=1024, help="κ, counters per sketch (default 1024)")
-    p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
-    p.add_argument("--variant", default="fresh", choices=VARIANTS, help="release variant (default fresh)")
-    p.add_argument("--mode", default="conservative", choices=MODES, help="HHH extraction mode (default conservative)")
+    p.add_argument("--counters", type=int, default=default("counters"), help="κ, counters per sketch (default 1024)")
+    p.add_argument("--partitions", type=int, default=default("partitions"), help="P, key partitions per level (default 1)")
+    p.add_argument("--variant", default=default("variant"), choices=VARIANTS, help="release variant (default fresh)")
+    p.add_argument("--mode", default=default("mode"), choices=MODES, help="HHH extraction mode (default conservative)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise for reproducible experiments: the report is then NOT private")
     p.add_argument("--pretty", action="store_true", help="print a readable table instead of JSON")
@@ -74,19 +86,49 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("exact", help="exact NON-PRIVATE HHH of a file (evaluation only)")
     _input_options(p)
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
-    p = sub.add_parser("demo", help="run the batch job on the shared real capture and print its report")
+    p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
+    p.add_argument("--batch", action="store_true", help="run the batch command on the shared capture instead")
     _privacy_options(p, demo=True)
-    p.add_argument("--input", default=None, help=f"default: ../shared/data/pcaps/{DEMO_CAPTURE}")
+    p.add_argument("--input", default=None, help=f"with --batch; default: ../shared/data/pcaps/{DEMO_CAPTURE}")
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
+
+    p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
+    p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
+    p.add_argument("--replay", choices=("auto", "yes", "no"), default="auto",
+                   help="replay the shared capture + synthetic traffic into the input topic "
+                        "(auto: only without --config)")
+    p.add_argument("--rate", type=float, default=20_000.0, help="replay rate, addresses/s (default 20000)")
+
+    p = sub.add_parser("produce", help="publish addresses to a Kafka topic")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", help="file of addresses (text, pcap, pcapng)")
+    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic addresses (planted heavy prefixes)")
+    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    p.add_argument("--rate", type=float, default=0.0, help="addresses/s (0 = as fast as possible)")
+    p.add_argument("--batch", type=int, default=1000, help="addresses per message (packed format)")
+    p.add_argument("--format", choices=("packed-ipv4", "text-ipv4"), default="packed-ipv4")
+    p.add_argument("--seed", type=int, default=0, help="seed of --synthetic")
+
+    p = sub.add_parser("reports", help="print the reports of a reports topic (read-committed)")
+    p.add_argument("--topic", default="dphhh-reports")
+    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    p.add_argument("--follow", action="store_true", help="keep waiting for new reports")
+    p.add_argument("--json", action="store_true", help="print the raw JSON reports")
     return parser
 
 
 def format_report(report: dict[str, Any]) -> str:
     """A readable rendering of a ``dphhh.report/1`` report."""
     p, g = report["params"], report["guarantees"]
+    window = report.get("window", {})
+    when = f"  window {window['start']} .. {window['end']}" if window.get("start") else "  window: the whole input"
     lines = [
         f"dphhh private HHH report  ({report['budget']['guarantee']})",
+        when,
         f"  hierarchy {p['hierarchy']}  tau={p['tau']:g}  kappa={p['counters']}  P={p['partitions']}  "
         f"variant={p['variant']}  mode={p['mode']}",
         f"  noisy window size ~ {report['window']['n_noisy']}   alpha1={g['alpha1']:.1f}  alpha2={g['alpha2']:.1f}  "
@@ -138,6 +180,66 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
     return 0
 
 
+def _produce(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from connectors.kafka_io import PackedProducer
+    from connectors.skips import SkipCounter
+    from connectors.synthetic import synthetic_addresses
+    from sketches.hierarchy import IPv4Hierarchy
+
+    from .batch import iter_values
+
+    if args.batch < 1:
+        raise ValueError(f"produce: --batch must be >= 1, got {args.batch}")
+    producer = PackedProducer({"bootstrap.servers": args.bootstrap}, args.topic)
+    skips = SkipCounter()
+    if args.synthetic is not None:
+        chunks = iter([synthetic_addresses(args.synthetic, seed=args.seed)])
+    else:
+        chunks = iter_values(args.input, args.input_format, IPv4Hierarchy(), skips)
+    started = last = time.monotonic()
+    sent = 0
+    for chunk in chunks:
+        for i in range(0, len(chunk), args.batch):
+            part = np.asarray(chunk[i : i + args.batch], dtype=np.uint32)
+            now_ms = int(time.time() * 1000)
+            if args.format == "packed-ipv4":
+                producer.send_value(part.astype(">u4").tobytes(), now_ms)
+            else:
+                for a in part.tolist():
+                    producer.send_value(f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode(), now_ms)
+            sent += len(part)
+            if args.rate > 0:
+                ahead = sent / args.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if time.monotonic() - last >= 1.0:
+                last = time.monotonic()
+                print(f"\rdphhh produce: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB, "
+                      f"{sent / (last - started):,.0f} addresses/s", end="", file=sys.stderr, flush=True)
+    producer.close()
+    elapsed = time.monotonic() - started
+    print(f"\rdphhh produce: done: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB to {args.topic} "
+          f"in {elapsed:.1f} s" + (f"; skipped {skips.as_dict()}" if skips.total else ""), file=sys.stderr)
+    return 0
+
+
+def _reports(args: argparse.Namespace) -> int:
+    from connectors.kafka_io import iter_committed_values
+
+    shown = 0
+    try:
+        for _, value in iter_committed_values({"bootstrap.servers": args.bootstrap}, args.topic, follow=args.follow):
+            report = json.loads(value)
+            print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)
+            shown += 1
+    except KeyboardInterrupt:
+        pass
+    print(f"dphhh reports: {shown} report(s) from {args.topic}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dphhh`` command."""
     parser = build_parser()
@@ -145,12 +247,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "hhh":
             return _run_hhh(args, args.input)
-        if args.command == "demo":
+        if args.command == "demo" and args.batch:
             path = args.input or str(shared_dir() / "data" / "pcaps" / DEMO_CAPTURE)
-            if not args.pretty:
-                args.pretty = True
+            for name, value in DEMO_DEFAULTS.items():
+                if not hasattr(args, name):
+                    setattr(args, name, value)
+            args.pretty = True
             print(f"dphhh demo: private HHH of {path} (one window = the whole capture)\n", file=sys.stderr)
             return _run_hhh(args, path)
+        if args.command == "demo":
+            from .runner import run_demo
+
+            given = [f"privacy.{k}={getattr(args, k)}" for k in DEMO_DEFAULTS if hasattr(args, k)]
+            if getattr(args, "seed", None) is not None:
+                given.append(f"privacy.seed={args.seed}")
+            return run_demo(format_report, given)
+        if args.command == "run":
+            from .config import load_config
+            from .runner import run_job
+
+            cfg = load_config(args.config, overrides=args.set)
+            replay = args.replay == "yes" or (args.replay == "auto" and args.config is None)
+            return run_job(cfg, format_report, replay=replay, rate=args.rate)
+        if args.command == "produce":
+            return _produce(args)
+        if args.command == "reports":
+            return _reports(args)
         if args.command == "exact":
             report = exact_report(args.input, input_format=args.input_format,
                                   hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau)

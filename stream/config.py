@@ -71,6 +71,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "ledger_dir": "var/ledger",
         "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release, for tests only
         "fail_after_window": -1,  # fault injection for tests: fail once after releasing window #N
+        "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
     },
 }
 
@@ -229,3 +230,10 @@ def load_config(
             raise ConfigError(f"config: --set expects section.key=value with a known key, got {item!r}")
         values[section][key] = _coerce(section, key, text.strip(), DEFAULTS[section][key])
     return _validate(values)
+
+
+def load_config_values(values: Mapping[str, Mapping[str, Any]]) -> JobConfig:
+    """Validate an already merged configuration (e.g. ``JobConfig.values`` shipped to a worker)."""
+    merged = copy.deepcopy(DEFAULTS)
+    _merge(merged, values, "configuration values")
+    return _validate(merged)

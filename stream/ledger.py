@@ -70,6 +70,30 @@ class ReleaseLedger:
             raise LedgerError(f"ReleaseLedger: cannot write window {window_start}: {exc.strerror}") from None
         return report
 
+    def schedule_start(self, first_window: int) -> int:
+        """The deployment's first window: stored durably on first call, returned ever after.
+
+        The release schedule (every window from this one on gets exactly one report) must survive
+        restores from checkpoints taken before the first release, so it lives here, not in state.
+        """
+        path = self.directory / "schedule-start"
+        try:
+            return int(path.read_text().strip())
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            raise LedgerError(f"ReleaseLedger: cannot read the schedule start: {exc}") from None
+        tmp = path.with_suffix(".tmp")
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(str(int(first_window)))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise LedgerError(f"ReleaseLedger: cannot write the schedule start: {exc.strerror}") from None
+        return int(first_window)
+
     def windows(self) -> list[int]:
         """Window starts with a stored report, ascending."""
         found = [int(m.group(1)) for p in self.directory.iterdir() if (m := _NAME.match(p.name))]

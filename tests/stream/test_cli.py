@@ -130,11 +130,11 @@ def test_path_hierarchy_from_text(capsys, tmp_path: Path) -> None:
     assert [x["prefix"] for x in report["hhh"]] == ["de/bavaria/munich/x"]
 
 
-def test_installed_command_runs_the_demo() -> None:
-    """The installed ``dphhh demo`` prints a readable private report of the shared capture."""
+def test_installed_command_runs_the_batch_demo() -> None:
+    """The installed ``dphhh demo --batch`` prints a readable private report of the shared capture."""
     _require(SYNACK)
     exe = Path(sys.executable).with_name("dphhh")
-    result = subprocess.run([str(exe), "demo"], capture_output=True, text=True, timeout=120,
+    result = subprocess.run([str(exe), "demo", "--batch"], capture_output=True, text=True, timeout=120,
                             env={**os.environ})
     assert result.returncode == 0, result.stderr
     assert "dphhh private HHH report" in result.stdout and "107.0.0.0/8" in result.stdout

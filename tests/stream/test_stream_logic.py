@@ -142,3 +142,19 @@ def test_config_hides_pass_through_secrets() -> None:
     cfg = load_config(None, environ={"DPHHH_KAFKA_EXTRA": "sasl.password=hunter2,sasl.mechanism=PLAIN"})
     assert cfg.kafka_client_options()["sasl.password"] == "hunter2"
     assert "hunter2" not in json.dumps(cfg.public_dict())
+
+
+def test_schedule_start_is_written_once(tmp_path: Path) -> None:
+    """The deployment's first window is stored on first use and returned unchanged afterwards."""
+    ledger = ReleaseLedger(tmp_path / "l")
+    assert ledger.schedule_start(20_000) == 20_000
+    assert ledger.schedule_start(50_000) == 20_000
+    assert ReleaseLedger(tmp_path / "l").schedule_start(0) == 20_000
+
+
+def test_documented_configuration_matches_the_defaults() -> None:
+    """deploy/dphhh.toml lists every key with its built-in default (the reference stays true)."""
+    from stream.config import DEFAULTS
+
+    root = Path(__file__).resolve().parents[2]
+    assert load_config(root / "deploy" / "dphhh.toml", environ={}).values == DEFAULTS

@@ -1,0 +1,914 @@
+"""End-to-end throughput and report latency of the stream job (Kafka in → PyFlink → reports out).
+
+What it measures (one run, on this machine, against the local broker)
+---------------------------------------------------------------------
+Every job is the real one, started as the user starts it — ``dphhh run --config FILE --replay no``
+in a subprocess (embedded MiniCluster, parallelism 1) — on topics with unique names, with its
+ledger, report file, checkpoints and Flink run folder (logs) under one work folder. Event times
+are explicit record timestamps in the past (a fixed, window-aligned time in 2023), so windows
+close because the input moves past them, never because the wall clock does.
+
+0. ``start-up``: a tiny bounded job (3 messages, one window). Its time from process start to its
+   report being readable is the job's fixed cost (interpreter + JVM + MiniCluster + Python workers
+   + the end-of-input checkpoint that commits the report). It is subtracted from the bounded runs
+   below ("adjusted" rows), and printed.
+1. ``consume-only``: the ingest ceiling — a kafka-python ``KafkaConsumer`` (no group, from the
+   earliest offset, client defaults) reads every message of the input topic to its end and
+   touches each value (``len()``). Best of ``--consume-repeat`` passes. Messages/s, and
+   addresses/s for packed messages.
+2. ``e2e packed``: N addresses (default 10^7; ``--quick`` 2·10^5) of
+   :func:`connectors.synthetic.synthetic_addresses`, in packed messages of ``--batch`` addresses
+   (default 1000; big-endian uint32, :func:`connectors.kafka_io.pack_ipv4`), spread evenly over
+   consecutive 10-s event-time windows of about ``--window-addresses`` addresses each (default
+   10^6), all published before the job starts. The job is bounded (``kafka.bounded = true``: it
+   stops at the end offsets present at its start). Timed from the subprocess start; a reader
+   thread (read_committed) notes when each window's report becomes readable in the reports topic.
+   Rows: ``raw`` = N / (last report − process start); ``adjusted`` = N / (last report − process
+   start − the start-up run's time to its report); ``from 1st record`` = N / (last report − the
+   first moment the job's ``decode`` counter ``messages_in`` was seen > 0 on the job's Prometheus
+   endpoint, polled every 0.2 s: an upper bound of the first record's processing time, so this
+   rate errs slightly high); ``tasks running`` = N / (last report − the time the Flink log shows the
+   last task switching to RUNNING). Also printed: time to the first report, time to process exit.
+3. ``e2e 1/msg``: the same with one address per message (default 2·10^5 messages, ``--quick``
+   2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
+   ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
+   the job's messages/s over the consume-only loop's messages/s.
+4. ``latency``: an UNBOUNDED job (``kafka.bounded = false``, ``flink.checkpoint_interval_ms`` =
+   ``--latency-checkpoint-ms``, default 1000). Window W's ``--latency-addresses`` addresses
+   (default 10^6) are published; once the job has processed them — its Kafka source committed
+   the input's end offset for its consumer group, which happens only when a checkpoint taken
+   after those records completes, i.e. when every operator has processed them — one "clock"
+   message with a timestamp just past W's end is sent, and the wall time from sending it to
+   W's report being readable (read_committed) is the latency. The watermark passes W's end as
+   soon as the clock message is read, so this is the latency after a window's end as a live job
+   sees it. Reports are Kafka transactions committed at checkpoints: the figure includes the wait
+   for the next checkpoint (up to one interval). Repeated ``--latency-repeats`` times on
+   consecutive windows (default 3). The job is then stopped with SIGINT.
+
+Afterwards each job's Flink log (``<run dir>/log``) and stderr are scanned for ERROR lines, failed
+tasks, restarts, checkpoint failures and Python tracebacks; a summary is printed.
+
+Run::
+
+    .venv/bin/python benchmarks/stream_throughput.py            # full size (about 10-20 min)
+    .venv/bin/python benchmarks/stream_throughput.py --quick    # smoke run (about 2 min)
+
+Progress goes to stderr, the results table to stdout. Targets: ≥ 1,000,000 addresses/s with
+packed batches; one address per message ≥ 0.5 × the consume-only loop's messages/s; report
+latency < 5 s after a window's end at 10^6 addresses per window. Other load on the machine (the
+figures are CPU-bound on small machines) lowers every rate: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+# Make the project importable when run as a script from anywhere.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from connectors.kafka_io import PackedProducer, client_kwargs, create_topics, pack_ipv4, wait_for_broker  # noqa: E402
+from connectors.synthetic import synthetic_addresses  # noqa: E402
+from stream.broker import LocalBroker  # noqa: E402
+from stream.config import DEFAULTS, load_config  # noqa: E402
+
+WINDOW_MS = 10_000
+BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time, window-aligned
+TARGET_ADDRESSES_PER_S = 1_000_000
+TARGET_RATIO = 0.5
+TARGET_LATENCY_S = 5.0
+CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def dphhh_command() -> list[str]:
+    """The ``dphhh`` command of this checkout's virtual environment."""
+    for exe in (ROOT / ".venv" / "bin" / "dphhh", Path(sys.executable).with_name("dphhh")):
+        if exe.exists():
+            return [str(exe)]
+    return [sys.executable, "-m", "stream.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def toml_text(values: dict[str, dict[str, object]]) -> str:
+    lines = []
+    for section, items in values.items():
+        lines.append(f"[{section}]")
+        for key, value in items.items():
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, (int, float)):
+                text = repr(value)
+            else:
+                text = json.dumps(str(value))
+            lines.append(f"{key} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+def job_environment() -> dict[str, str]:
+    """This environment without ``DPHHH_<SECTION>_<KEY>`` overrides (the config file decides)."""
+    prefixes = tuple(f"DPHHH_{section.upper()}_" for section in DEFAULTS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def dotted(addresses: np.ndarray) -> list[bytes]:
+    return [f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode() for a in addresses.tolist()]
+
+
+def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first_window_ms: int,
+                    fmt: str) -> Iterator[tuple[int, bytes]]:
+    """(timestamp ms, value): ``addresses`` split evenly over ``windows`` consecutive windows,
+    ``per_message`` addresses per message, timestamps spread over each window (last ms excluded)."""
+    n = len(addresses)
+    packed = pack_ipv4(addresses) if fmt == "packed-ipv4" else None
+    texts = dotted(addresses) if fmt == "text-ipv4" else None
+    bounds = np.linspace(0, n, windows + 1).round().astype(np.int64)
+    for w in range(windows):
+        lo, hi = int(bounds[w]), int(bounds[w + 1])
+        start = first_window_ms + w * WINDOW_MS
+        count = -(-(hi - lo) // per_message)
+        for i in range(count):
+            a = lo + i * per_message
+            b = min(hi, a + per_message)
+            ts = start + (i * (WINDOW_MS - 2)) // count
+            yield ts, (packed[4 * a : 4 * b] if packed is not None else texts[a])
+
+
+# ------------------------------------------------------------------------------------------------
+# Kafka side: topics, producing, the consume-only loop, reading reports, committed offsets
+
+
+class Kafka:
+    def __init__(self, bootstrap: str) -> None:
+        self.options = {"bootstrap.servers": bootstrap}
+        self.created: list[str] = []
+        self._admin = None
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    def topics(self, prefix: str) -> dict[str, str]:
+        names = {"input_topic": f"{prefix}-in", "reports_topic": f"{prefix}-reports",
+                 "dead_letter_topic": f"{prefix}-dead"}
+        create_topics(self.options, names.values(), partitions=1)
+        self.created += names.values()
+        return names
+
+    def produce(self, topic: str, messages: Iterator[tuple[int, bytes]], what: str) -> tuple[int, int, float]:
+        """Publish and wait for acknowledgement; returns (messages, bytes, seconds)."""
+        producer = PackedProducer(self.options, topic)
+        t0 = last = time.monotonic()
+        try:
+            for ts, value in messages:
+                producer.send_value(value, ts)
+                if producer.messages % 4096 == 0 and time.monotonic() - last > 3:
+                    last = time.monotonic()
+                    log(f"  producing {what}: {producer.messages:,} messages ...")
+        finally:
+            producer.close()
+        secs = time.monotonic() - t0
+        log(f"  published {producer.messages:,} messages ({producer.bytes / 1e6:.1f} MB) of {what} in {secs:.1f} s")
+        return producer.messages, producer.bytes, secs
+
+    def consume_only(self, topic: str, repeat: int) -> tuple[int, int, float]:
+        """The ingest ceiling: read the whole topic, touching each value. (messages, bytes, best s)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        best = None
+        for r in range(max(1, repeat)):
+            consumer = KafkaConsumer(**client_kwargs(self.options), group_id=None, enable_auto_commit=False,
+                                     auto_offset_reset="earliest")
+            try:
+                parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+                consumer.assign(parts)
+                consumer.seek_to_beginning(*parts)
+                begin, end = consumer.beginning_offsets(parts), consumer.end_offsets(parts)
+                expected = sum(end[tp] - begin[tp] for tp in parts)
+                n = nbytes = 0
+                t0 = idle_since = time.monotonic()
+                while n < expected:
+                    batch = consumer.poll(timeout_ms=500)
+                    if not batch:
+                        if time.monotonic() - idle_since > 30:
+                            raise RuntimeError(f"consume-only: {topic}: stuck at {n:,} of {expected:,} messages")
+                        continue
+                    for records in batch.values():
+                        for record in records:
+                            nbytes += len(record.value)
+                        n += len(records)
+                    idle_since = time.monotonic()
+                secs = time.monotonic() - t0
+            finally:
+                consumer.close()
+            log(f"  consume-only pass {r + 1}: {n:,} messages in {secs:.2f} s ({n / secs:,.0f} messages/s)")
+            best = (n, nbytes, secs) if best is None or secs < best[2] else best
+        return best
+
+    def committed(self, group: str, topic: str) -> int | None:
+        """Sum of the group's committed offsets on ``topic`` (None: nothing committed yet)."""
+        from kafka import KafkaAdminClient
+
+        if self._admin is None:
+            self._admin = KafkaAdminClient(**client_kwargs(self.options))
+        offsets = self._admin.list_group_offsets({group: None}).get(group) or {}
+        found = [om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset is not None and om.offset >= 0]
+        return sum(found) if found else None
+
+    def delete_created(self) -> None:
+        if not self.created:
+            return
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(**client_kwargs(self.options))
+        try:
+            admin.delete_topics(self.created, raise_errors=False)
+            log(f"deleted the {len(self.created)} benchmark topics")
+        except Exception as exc:  # cleanup only
+            log(f"warning: could not delete the benchmark topics: {exc}")
+        finally:
+            admin.close()
+
+
+class ReportWatcher(threading.Thread):
+    """Reads the reports topic (read_committed) and notes when each report became readable."""
+
+    def __init__(self, options: dict, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.options, self.topic = options, topic
+        self.t0 = time.monotonic()
+        self.arrivals: list[tuple[float, int | None]] = []  # (monotonic time, window start_ms)
+        self.ready = threading.Event()
+        self.stop_event = threading.Event()
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        try:
+            consumer = KafkaConsumer(**client_kwargs(self.options), group_id=None, enable_auto_commit=False,
+                                     auto_offset_reset="earliest", isolation_level="read_committed",
+                                     fetch_max_wait_ms=100)
+            try:
+                parts = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or [0])]
+                consumer.assign(parts)
+                consumer.seek_to_beginning(*parts)
+                while not self.stop_event.is_set():
+                    batch = consumer.poll(timeout_ms=100)
+                    now = time.monotonic()
+                    for records in batch.values():
+                        for record in records:
+                            try:
+                                start = int(json.loads(record.value)["window"]["start_ms"])
+                            except (ValueError, KeyError, TypeError):
+                                start = None
+                            self.arrivals.append((now, start))
+                    self.ready.set()
+            finally:
+                consumer.close()
+        except Exception as exc:  # reported by the caller
+            self.error = exc
+            self.ready.set()
+
+    def arrival_of(self, start_ms: int) -> float | None:
+        for t, start in list(self.arrivals):
+            if start == start_ms:
+                return t
+        return None
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool] = lambda: True) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if not alive() or self.error is not None:
+                return predicate()
+            time.sleep(0.05)
+        return predicate()
+
+
+class MetricProbe(threading.Thread):
+    """Polls the job's Prometheus endpoint until the decode step's ``messages_in`` is > 0."""
+
+    PATTERN = re.compile(r"^\w*dphhh_decode_messages_in(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
+
+    def __init__(self, port: int, interval_s: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.interval_s = interval_s
+        self.first_seen: float | None = None
+        self.endpoint_seen = False
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    text = response.read().decode("utf-8", "replace")
+                self.endpoint_seen = True
+                total = sum(float(v) for v in self.PATTERN.findall(text))
+                if total > 0:
+                    self.first_seen = time.monotonic()
+                    return
+            except (OSError, ValueError):
+                pass
+            self.stop_event.wait(self.interval_s)
+
+
+# ------------------------------------------------------------------------------------------------
+# Job runs
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+@dataclass
+class Problems:
+    counts: Counter = field(default_factory=Counter)
+    samples: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items())) or "none"
+
+
+BENIGN = ("checkpoint skipped (tasks not running)", "checkpoint declined (task closing)")
+
+
+def scan_problems(files: list[Path]) -> Problems:
+    """Counts of worrying lines in a job's Flink log and stderr, with a few samples."""
+    found = Problems()
+    rules = [
+        ("ERROR lines", re.compile(r"^\S+ \S+ ERROR |^ERROR[: ]")),
+        ("FAILED transitions", re.compile(r"switched from \w+ to FAILED")),
+        ("restarts", re.compile(r"to RESTARTING|Restarting job")),
+        # benign: a checkpoint triggered before all tasks run, or while the bounded input's tasks finish
+        ("checkpoint skipped (tasks not running)", re.compile(r"Not all required tasks are currently running")),
+        ("checkpoint declined (task closing)", re.compile(r"Checkpoint was declined \(task is closing\)")),
+        ("checkpoint failures", re.compile(r"Failed to trigger checkpoint(?!.*Not all required tasks)|"
+                                           r"Checkpoint \d+ .*expired|"
+                                           r"Checkpoint was declined(?! \(task is closing\))|"
+                                           r"Failed to complete checkpoint")),
+        ("Python tracebacks", re.compile(r"Traceback \(most recent call last\)")),
+    ]
+    for path in files:
+        if not path.is_file():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            for name, rule in rules:
+                if rule.search(line):
+                    found.counts[name] += 1
+                    if name in BENIGN:
+                        continue
+                    if len(found.samples) < 4:
+                        found.samples.append(f"{path.name}: {line.strip()[:220]}")
+    return found
+
+
+def tasks_running_at(files: list[Path]) -> float | None:
+    """Wall time (epoch s) of the last task switching to RUNNING in the Flink log."""
+    last = None
+    for path in files:
+        if not path.is_file() or path.suffix != ".log":
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if "switched from INITIALIZING to RUNNING" in line:
+                m = LOG_TIME.match(line)
+                if m:
+                    t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                    last = t if last is None else max(last, t)
+    return last
+
+
+@dataclass
+class JobResult:
+    name: str
+    rc: int | None = None
+    first_processed: float | None = None  # seconds after the process start
+    first_report: float | None = None
+    last_report: float | None = None
+    exited: float | None = None
+    tasks_running: float | None = None
+    reports: int = 0
+    expected_reports: int = 0
+    problems: Problems = field(default_factory=Problems)
+    note: str = ""
+
+
+class Job:
+    """One ``dphhh run`` subprocess with its configuration, report watcher and metric probe."""
+
+    def __init__(self, bench: "Bench", name: str, topics: dict[str, str], *, bounded: bool,
+                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000) -> None:
+        self.bench, self.name, self.topics = bench, name, topics
+        self.dir = bench.work / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.group = f"{bench.prefix}-{name}"
+        self.port = free_port()
+        values = {
+            "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group, "start": "earliest",
+                      "bounded": bounded},
+            "input": {"format": fmt},
+            "window": {"size_ms": WINDOW_MS},
+            "flink": {"checkpoint_interval_ms": checkpoint_ms, "checkpoint_dir": str(self.dir / "checkpoints"),
+                      "prometheus_port": str(self.port)},
+            "output": {"ledger_dir": str(self.dir / "ledger"), "reports_file": str(self.dir / "reports.jsonl"),
+                       "run_dir": str(self.dir / "run")},
+        }
+        self.config = self.dir / "job.toml"
+        self.config.write_text(toml_text(values))
+        load_config(self.config, overrides=bench.job_set, environ={})  # fail early on a bad --set
+        self.result = JobResult(name)
+        self.proc: subprocess.Popen | None = None
+        self.watcher: ReportWatcher | None = None
+
+    def start(self, probe: bool = True) -> None:
+        self.watcher = ReportWatcher(self.bench.kafka.options, self.topics["reports_topic"])
+        self.watcher.start()
+        self.watcher.ready.wait(30)
+        if self.watcher.error is not None:
+            raise RuntimeError(f"{self.name}: cannot read {self.topics['reports_topic']}: {self.watcher.error}")
+        self.probe = MetricProbe(self.port)
+        sets = [a for s in self.bench.job_set for a in ("--set", s)]
+        self.stdout = open(self.dir / "job.stdout", "wb")
+        self.stderr = open(self.dir / "job.stderr", "wb")
+        self.t0 = time.monotonic()
+        self.wall0 = time.time()
+        self.proc = subprocess.Popen(
+            [*dphhh_command(), "run", "--replay", "no", "--config", str(self.config), *sets],
+            cwd=self.dir, stdout=self.stdout, stderr=self.stderr, env=job_environment(), start_new_session=True,
+        )
+        if probe:
+            self.probe.start()
+        log(f"  {self.name}: job started (pid {self.proc.pid}, run folder {self.dir / 'run'})")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """Wait for a bounded job to end by itself; stop it after ``timeout_s``."""
+        deadline = self.t0 + timeout_s
+        last = time.monotonic()
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                log(f"  {self.name}: still running after {timeout_s:.0f} s: stopping it")
+                self.result.note = f"timed out after {timeout_s:.0f} s"
+                self.stop()
+                return None
+            if time.monotonic() - last > 15:
+                last = time.monotonic()
+                log(f"  {self.name}: running for {last - self.t0:.0f} s, {len(self.watcher.arrivals)} report(s) so far")
+            time.sleep(0.05)
+        self.result.exited = time.monotonic() - self.t0
+        return self.proc.returncode
+
+    def stop(self) -> None:
+        """SIGINT (the job cancels itself and exits), then the process group if it lingers."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                log(f"  {self.name}: no exit 60 s after SIGINT: killing its process group {self.proc.pid}")
+                self._signal_group(signal.SIGKILL)
+                self.proc.wait(timeout=30)
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def finish(self) -> JobResult:
+        """Stop the helpers, make sure no process of the job's group is left, scan the logs."""
+        if self.proc is None:  # never started
+            if self.watcher is not None:
+                self.watcher.stop_event.set()
+            self.result.note = self.result.note or "not started"
+            return self.result
+        self.stop()
+        deadline = time.monotonic() + 10
+        while _group_members(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _group_members(self.proc.pid):
+            log(f"  {self.name}: processes left in the job's group {self.proc.pid}: terminating them")
+            self._signal_group(signal.SIGTERM)
+            time.sleep(3)
+            if _group_members(self.proc.pid):
+                self._signal_group(signal.SIGKILL)
+        for thread in (self.watcher, self.probe):
+            thread.stop_event.set()
+            if thread.ident is not None:  # started
+                thread.join(timeout=5)
+        self.stdout.close()
+        self.stderr.close()
+        r = self.result
+        r.rc = self.proc.returncode
+        r.reports = len(self.watcher.arrivals)
+        if self.probe.first_seen is not None:
+            r.first_processed = self.probe.first_seen - self.t0
+        elif self.probe.ident is not None:
+            r.note += ("; " if r.note else "") + ("metric probe: messages_in never seen" if self.probe.endpoint_seen
+                                                  else "metric probe: Prometheus endpoint never answered")
+        if self.watcher.arrivals:
+            r.first_report = self.watcher.arrivals[0][0] - self.t0
+        files = sorted((self.dir / "run" / "log").glob("*")) + [self.dir / "job.stderr"]
+        running = tasks_running_at(files)
+        if running is not None:
+            r.tasks_running = running - self.wall0
+        r.problems = scan_problems(files)
+        log(f"  {self.name}: exit status {r.rc}; log check: {r.problems.summary()}")
+        for sample in r.problems.samples:
+            log(f"    {sample}")
+        return r
+
+
+# ------------------------------------------------------------------------------------------------
+# Scenarios
+
+
+@dataclass
+class Row:
+    scenario: str
+    messages: int
+    addresses: int
+    seconds: float | None
+    ratio: float | None = None
+    target: str = ""
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args = args
+        self.work = work
+        self.bootstrap = args.bootstrap
+        self.kafka = Kafka(args.bootstrap)
+        self.prefix = f"bench-stream-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.job_set = list(args.job_set)
+        self.results: dict[str, JobResult] = {}
+        self.rows: list[Row] = []
+        self.notes: list[str] = []
+
+    def bounded(self, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
+                consume: bool) -> tuple[JobResult, int, tuple[int, int, float] | None]:
+        """Publish, optionally time the consume-only loop, run the bounded job."""
+        topics = self.kafka.topics(f"{self.prefix}-{name}")
+        n_msgs, _, _ = self.kafka.produce(topics["input_topic"],
+                                          stream_messages(addresses, per_message, windows, BASE_MS, fmt), name)
+        ceiling = None
+        if consume:
+            log(f"  consume-only loop on {topics['input_topic']} ...")
+            ceiling = self.kafka.consume_only(topics["input_topic"], self.args.consume_repeat)
+        job = Job(self, name, topics, bounded=True, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms)
+        try:
+            job.start()
+            job.result.expected_reports = windows
+            rc = job.wait_exit(self.args.job_timeout)
+            last_start = BASE_MS + (windows - 1) * WINDOW_MS
+            # The last report is committed by the end-of-input checkpoint, before the process exits.
+            job.watcher.wait_for(lambda: job.watcher.arrival_of(last_start) is not None, 10 if rc == 0 else 2)
+            t_last = job.watcher.arrival_of(last_start)
+            if t_last is not None:
+                job.result.last_report = t_last - job.t0
+        finally:
+            result = job.finish()
+        if result.rc != 0 and (job.dir / "job.stderr").exists():
+            tail = (job.dir / "job.stderr").read_text(errors="replace")[-2000:]
+            log(f"  {name}: the job failed (exit status {result.rc}); end of its stderr:\n{tail}")
+        log(f"  {name}: after the process start: first record processed (metric) {fmt_s(result.first_processed)}, "
+            f"tasks running {fmt_s(result.tasks_running)}, first report {fmt_s(result.first_report)}, "
+            f"last report {fmt_s(result.last_report)}, exit {fmt_s(result.exited)}; "
+            f"{result.reports}/{windows} reports")
+        if result.reports != windows:
+            log(f"  {name}: WARNING: {result.reports} report(s) read, {windows} expected")
+        self.results[name] = result
+        return result, n_msgs, ceiling
+
+    def startup(self) -> JobResult:
+        log("start-up: a tiny bounded job (3 messages of 10 addresses, one window) ...")
+        addresses = synthetic_addresses(30, seed=3)
+        result, _, _ = self.bounded("startup", addresses, 10, 1, "packed-ipv4", consume=False)
+        if result.first_report is not None:
+            log(f"  start-up: report readable {result.first_report:.1f} s after the process start "
+                f"(tasks running after {fmt_s(result.tasks_running)}, process exit after {fmt_s(result.exited)})")
+        return result
+
+    def throughput(self, label: str, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
+                   startup: JobResult | None, addresses_target: bool) -> None:
+        n_addr = len(addresses)
+        result, n_msgs, ceiling = self.bounded(name, addresses, per_message, windows, fmt, consume=True)
+        ceiling_rate = None
+        if ceiling is not None:
+            c_msgs, c_bytes, c_secs = ceiling
+            c_addr = c_bytes // 4 if fmt == "packed-ipv4" else c_msgs
+            ceiling_rate = c_msgs / c_secs
+            self.rows.append(Row(f"consume-only, {label}", c_msgs, c_addr, c_secs, None,
+                                 f"(ingest ceiling, best of {self.args.consume_repeat})"))
+
+        def row(kind: str, secs: float | None, verdict: bool) -> None:
+            rate_m = n_msgs / secs if secs and secs > 0 else None
+            ratio = rate_m / ceiling_rate if rate_m and ceiling_rate else None
+            target = ""
+            if verdict and secs and secs > 0:
+                if addresses_target:
+                    ok = n_addr / secs >= TARGET_ADDRESSES_PER_S
+                    target = f">= {TARGET_ADDRESSES_PER_S:,} addr/s: {'met' if ok else 'NOT met'}"
+                elif ratio is not None:
+                    target = f">= {TARGET_RATIO:g}x consume-only: {'met' if ratio >= TARGET_RATIO else 'NOT met'}"
+            self.rows.append(Row(f"e2e {label}, {kind}", n_msgs, n_addr, secs if secs and secs > 0 else None,
+                                 ratio, target))
+            if secs and secs > 0:
+                log(f"  {label}, {kind}: {secs:.2f} s, {n_msgs / secs:,.0f} messages/s, {n_addr / secs:,.0f} addresses/s"
+                    + (f", {ratio:.3f}x consume-only" if ratio is not None else ""))
+
+        ok = result.rc == 0 and result.last_report is not None
+        if not ok:
+            self.rows.append(Row(f"e2e {label}: FAILED ({result.note or f'exit {result.rc}'}, "
+                                 f"{result.reports}/{windows} reports)", n_msgs, n_addr, None))
+            return
+        row("raw (process start → last report)", result.last_report, False)
+        if startup is not None and startup.first_report is not None:
+            adjusted = result.last_report - startup.first_report
+            row(f"adjusted (− start-up {startup.first_report:.1f} s)", adjusted, True)
+        if result.tasks_running is not None:
+            row("tasks running (Flink log) → last report", result.last_report - result.tasks_running, True)
+        if result.first_processed is not None:
+            row("1st record processed → last report", result.last_report - result.first_processed, True)
+        self.notes.append(
+            f"{label}: {windows} window(s), {result.reports}/{windows} reports; first report {fmt_s(result.first_report)}, "
+            f"last report {fmt_s(result.last_report)}, process exit {fmt_s(result.exited)} after the process start; "
+            f"tasks running after {fmt_s(result.tasks_running)}, first record processed (metric) after "
+            f"{fmt_s(result.first_processed)}" + (f"; {result.note}" if result.note else ""))
+
+    def latency(self) -> None:
+        a = self.args
+        log(f"latency: unbounded job, {a.latency_addresses:,} addresses per window, {a.latency_repeats} window(s), "
+            f"checkpoint interval {a.latency_checkpoint_ms} ms ...")
+        topics = self.kafka.topics(f"{self.prefix}-latency")
+        job = Job(self, "latency", topics, bounded=False, checkpoint_ms=a.latency_checkpoint_ms)
+        producer = PackedProducer(self.kafka.options, topics["input_topic"])
+        samples: list[float] = []
+        rates: list[float] = []
+        failure = ""
+        try:
+            for rep in range(a.latency_repeats):
+                window = BASE_MS + rep * WINDOW_MS
+                addresses = synthetic_addresses(a.latency_addresses, seed=100 + rep)
+                t_produce = time.monotonic()
+                for ts, value in stream_messages(addresses, a.batch, 1, window, "packed-ipv4"):
+                    producer.send_value(value, ts)
+                producer.flush()
+                sent = producer.messages
+                if rep == 0:
+                    job.start(probe=False)
+                log(f"  window {rep}: {a.latency_addresses:,} addresses published; waiting until the job has "
+                    "processed them (its committed offset reaches the end) ...")
+                deadline = time.monotonic() + a.job_timeout
+                committed = None
+                failed_queries = 0
+                while time.monotonic() < deadline and job.alive():
+                    try:
+                        committed = self.kafka.committed(job.group, topics["input_topic"])
+                    except Exception as exc:  # e.g. the group does not exist until the first commit
+                        if committed is None and not failed_queries:
+                            log(f"    (offset query: {type(exc).__name__}: {exc}; retrying)")
+                        failed_queries += 1
+                    if committed is not None and committed >= sent:
+                        break
+                    time.sleep(0.25)
+                if committed is None or committed < sent:
+                    failure = "job not alive" if not job.alive() else f"input not processed in {a.job_timeout:.0f} s"
+                    break
+                if rep > 0:  # rep 0 includes the job's start-up
+                    rates.append(a.latency_addresses / (time.monotonic() - t_produce))
+                t_clock = time.monotonic()
+                producer.send_value(pack_ipv4(np.array([CLOCK_ADDRESS], np.uint32)), window + WINDOW_MS)
+                producer.flush()
+                if not job.watcher.wait_for(lambda: job.watcher.arrival_of(window) is not None, 120, job.alive):
+                    failure = f"no report for window {rep} within 120 s of the clock message"
+                    break
+                samples.append(job.watcher.arrival_of(window) - t_clock)
+                log(f"  window {rep}: report readable {samples[-1]:.2f} s after the clock message")
+        finally:
+            producer.close()
+            if job.proc is not None:
+                log("  stopping the unbounded job (SIGINT) ...")
+                result = job.finish()
+                if result.rc == 130:
+                    result.note = "exit 130 = stopped with SIGINT, as intended"
+                self.results["latency"] = result
+        if samples:
+            worst = max(samples)
+            verdict = "met" if worst < TARGET_LATENCY_S else "NOT met"
+            self.latency_line = (
+                f"report latency after a window's end: max {worst:.2f} s, median {float(np.median(samples)):.2f} s "
+                f"over {len(samples)} window(s) of {a.latency_addresses:,} addresses ({', '.join(f'{s:.2f}' for s in samples)} s); "
+                f"target < {TARGET_LATENCY_S:g} s at 10^6 addresses/window: {verdict}"
+                + ("" if a.latency_addresses >= 1_000_000 else f" (measured at {a.latency_addresses:,}, not 10^6)")
+                + f". Includes the wait for the next checkpoint (interval {a.latency_checkpoint_ms} ms): reports are "
+                "Kafka transactions committed at checkpoints.")
+        else:
+            self.latency_line = f"report latency: NOT measured ({failure or 'no sample'})"
+        if failure and samples:
+            self.latency_line += f" [stopped early: {failure}]"
+        if rates:
+            self.notes.append(f"latency job (unbounded): publish → processed (committed offset, checkpoint "
+                              f"granularity) for windows 2..: {', '.join(f'{r:,.0f}' for r in rates)} addresses/s")
+
+
+def fmt_s(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} s"
+
+
+def fmt_rate(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def print_table(bench: Bench, args: argparse.Namespace, load_start: tuple[float, float, float]) -> None:
+    cfg = load_config(None, overrides=bench.job_set, environ={})
+    p = cfg.params
+    load_end = os.getloadavg()
+    print(f"# stream throughput: `dphhh run` (embedded MiniCluster, parallelism {cfg['flink.parallelism']}), "
+          f"Kafka {args.bootstrap}, {WINDOW_MS // 1000}-s windows, {cfg.hierarchy.spec()}, κ={p.counters}, "
+          f"P={p.partitions}, ε={p.epsilon:g}, δ={p.delta:g}, checkpoints every {args.checkpoint_ms} ms (bounded runs)")
+    print(f"# {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}; load average "
+          f"(1 min) {load_start[0]:.2f} at start, {load_end[0]:.2f} at end — other load lowers every rate"
+          + ("; QUICK smoke run: sizes far below the targets' conditions, start-up dominates" if args.quick else ""))
+    header = (f"{'scenario':<62} {'messages':>11} {'addresses':>12} {'seconds':>8} {'messages/s':>11} "
+              f"{'addresses/s':>12} {'ratio':>6}  target")
+    print(header)
+    for r in bench.rows:
+        secs = r.seconds
+        print(f"{r.scenario:<62} {r.messages:>11,} {r.addresses:>12,} {f'{secs:.2f}' if secs else 'n/a':>8} "
+              f"{fmt_rate(r.messages / secs if secs else None):>11} {fmt_rate(r.addresses / secs if secs else None):>12} "
+              f"{'' if r.ratio is None else f'{r.ratio:.2f}x':>6}  {r.target}")
+    if hasattr(bench, "latency_line"):
+        print(bench.latency_line)
+    s = bench.results.get("startup")
+    if s is not None:
+        print(f"start-up (tiny bounded job, 3 messages): report readable after {fmt_s(s.first_report)}, tasks running "
+              f"after {fmt_s(s.tasks_running)}, process exit after {fmt_s(s.exited)}; the adjusted rows subtract "
+              "the time to its report")
+    for note in bench.notes:
+        print(f"note: {note}")
+    print("note: ratio = the job's messages/s over the consume-only loop's messages/s on the same topic. Start-up "
+          "varies from job to job under load, so the 'adjusted' rows can be off by seconds; 'tasks running' rows start "
+          "when the Flink log shows the last task RUNNING (operators opened, Python workers up); '1st record processed' "
+          "rows start at the first sighting (0.2-s polling) of the decode step's messages_in metric on the job's "
+          "Prometheus endpoint, so they err slightly high")
+    print("job logs (ERROR lines, failed tasks, restarts, checkpoint failures, tracebacks):")
+    for name, r in bench.results.items():
+        print(f"  {name:<9} exit {r.rc}: {r.problems.summary()}" + (f"  [{r.note}]" if r.note else ""))
+        for sample in r.problems.samples[:2]:
+            print(f"            {sample}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--addresses", type=int, default=10_000_000, help="packed scenario: addresses (default 10^7)")
+    ap.add_argument("--batch", type=int, default=1000, help="addresses per packed message (default 1000)")
+    ap.add_argument("--window-addresses", type=int, default=1_000_000,
+                    help="packed scenario: about this many addresses per 10-s window (default 10^6)")
+    ap.add_argument("--single-messages", type=int, default=200_000,
+                    help="one-address-per-message scenario: messages (default 2·10^5)")
+    ap.add_argument("--single-windows", type=int, default=4, help="windows of that scenario (default 4)")
+    ap.add_argument("--single-format", choices=("packed", "text"), default="packed",
+                    help="one address per message as a 4-byte packed message (default) or a dotted quad")
+    ap.add_argument("--latency-addresses", type=int, default=1_000_000,
+                    help="latency scenario: addresses in the window (default 10^6)")
+    ap.add_argument("--latency-repeats", type=int, default=3, help="latency samples, consecutive windows (default 3)")
+    ap.add_argument("--latency-checkpoint-ms", type=int, default=1000,
+                    help="checkpoint interval of the latency job (default 1000)")
+    ap.add_argument("--checkpoint-ms", type=int, default=2000, help="checkpoint interval of the bounded jobs (default 2000)")
+    ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
+    ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")
+    ap.add_argument("--only", default="packed,single,latency",
+                    help="comma-separated scenarios to run: packed, single, latency (default all)")
+    ap.add_argument("--set", dest="job_set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="passed to every job as `dphhh run --set` (e.g. privacy.partitions=2)")
+    ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap (default the local broker)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, ledgers) and the topics")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run (~2 min): 2·10^5 packed addresses over 4 windows, 2·10^4 single messages, "
+                         "one latency window of 2·10^5 addresses")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.addresses = min(args.addresses, 200_000)
+        args.window_addresses = min(args.window_addresses, 50_000)
+        args.single_messages = min(args.single_messages, 20_000)
+        args.latency_addresses = min(args.latency_addresses, 200_000)
+        args.latency_repeats = 1
+        args.consume_repeat = 1
+        args.job_timeout = min(args.job_timeout, 300.0)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if only - {"packed", "single", "latency"}:
+        ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - {'packed', 'single', 'latency'}))}")
+    for name in ("addresses", "batch", "window_addresses", "single_messages", "single_windows", "latency_addresses",
+                 "latency_repeats", "consume_repeat"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    try:
+        load_config(None, overrides=args.job_set, environ={})
+    except ValueError as exc:
+        ap.error(str(exc))
+
+    load_start = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="dphhh-bench-stream-"))
+    log(f"work folder: {work}")
+    broker = LocalBroker.for_bootstrap(args.bootstrap)
+    if broker is not None:
+        broker.start()
+        if broker.started:
+            log(f"started the local Kafka broker on {broker.bootstrap} (stopped again at the end)")
+    wait_for_broker({"bootstrap.servers": args.bootstrap})
+    bench = Bench(args, work)
+    interrupted = failed = False
+    try:
+        startup = bench.startup() if only & {"packed", "single"} else None
+        if "packed" in only:
+            windows = max(1, round(args.addresses / args.window_addresses))
+            log(f"packed: {args.addresses:,} addresses, {args.batch} per message, {windows} window(s) ...")
+            addresses = synthetic_addresses(args.addresses, seed=1)
+            bench.throughput(f"packed ({args.batch}/msg)", "packed", addresses, args.batch, windows, "packed-ipv4",
+                             startup, True)
+            del addresses
+        if "single" in only:
+            fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"
+            log(f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ...")
+            addresses = synthetic_addresses(args.single_messages, seed=2)
+            bench.throughput(f"1/msg ({args.single_format})", "single", addresses, 1, args.single_windows, fmt,
+                             startup, False)
+        if "latency" in only:
+            bench.latency()
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted: printing what was measured")
+    except Exception:
+        failed = True
+        log(traceback.format_exc())
+        log("error: printing what was measured")
+    finally:
+        bench.kafka.close()
+        if not args.keep:
+            bench.kafka.delete_created()
+        if broker is not None and broker.started:
+            broker.stop()
+    print_table(bench, args, load_start)
+    if args.keep:
+        log(f"kept: {work} (job folders: job.toml, job.stderr, run/log) and the topics {bench.prefix}-*")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 130 if interrupted else 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

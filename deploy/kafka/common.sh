@@ -1,0 +1,60 @@
+# Shared by deploy/kafka-start.sh, kafka-stop.sh and kafka-topics.sh (sourced, not run).
+# Defines the paths and ports of the development broker and a few helpers.
+
+deploy_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root_dir="$(dirname "$deploy_dir")"
+kafka_conf_dir="$deploy_dir/kafka"
+kafka_jars="$deploy_dir/jars/kafka"
+kafka_var="$root_dir/var/kafka"
+kafka_data="$kafka_var/data"
+kafka_logs="$kafka_var/logs"
+kafka_pid_file="$kafka_var/kafka.pid"
+kafka_config="$kafka_var/server.properties"
+
+kafka_port="${DPHHH_KAFKA_PORT:-9092}"
+kafka_controller_port="${DPHHH_KAFKA_CONTROLLER_PORT:-9093}"
+kafka_bootstrap="127.0.0.1:$kafka_port"
+
+kafka_die() { echo "${kafka_script:-kafka}: $*" >&2; exit 1; }
+
+kafka_check_port() {  # NAME VALUE
+  [[ "$2" =~ ^[0-9]+$ ]] && (( $2 >= 1 && $2 <= 65535 )) \
+    || kafka_die "$1 must be a TCP port number (1-65535), got '$2'"
+}
+kafka_check_port DPHHH_KAFKA_PORT "$kafka_port"
+kafka_check_port DPHHH_KAFKA_CONTROLLER_PORT "$kafka_controller_port"
+[[ "$kafka_port" != "$kafka_controller_port" ]] \
+  || kafka_die "DPHHH_KAFKA_PORT and DPHHH_KAFKA_CONTROLLER_PORT must differ (both are $kafka_port)"
+
+kafka_require_java() {
+  command -v java >/dev/null 2>&1 \
+    || kafka_die "'java' not found on PATH; Kafka 4 needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"
+}
+
+# Prints the broker's pid and succeeds if the pid file names a live Kafka process started from this
+# checkout; removes a stale pid file otherwise.
+kafka_running_pid() {
+  local pid
+  [[ -f "$kafka_pid_file" ]] || return 1
+  pid="$(cat "$kafka_pid_file" 2>/dev/null || true)"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
+     && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka\.Kafka $kafka_config"; then
+    echo "$pid"
+    return 0
+  fi
+  rm -f "$kafka_pid_file"
+  return 1
+}
+
+# True if something listens on 127.0.0.1:PORT.
+kafka_port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Runs a Kafka tool class with the fetched jars; tool logging (warnings only) goes to stderr.
+kafka_tool() {
+  local class="$1"; shift
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+       -Dlog4j2.configurationFile="$kafka_conf_dir/tools-log4j2.properties" \
+       -cp "$kafka_jars/*" "$class" "$@"
+}

@@ -1,0 +1,178 @@
+"""The Flink job graph of the stream engine and its submission (embedded MiniCluster by default).
+
+Kafka source (record timestamp = event time) → ``decode`` → key by sketch id → ``sketch`` → key by
+one constant → ``release`` → Kafka reports sink (exactly once, transactional) ; the dead-letter side
+output of ``decode`` → Kafka dead-letter sink. Checkpoints make state and Kafka offsets exactly
+once; the release ledger makes each window's report computed once and published identically.
+
+PyFlink starts a JVM ("gateway") on first use; :func:`prepare_gateway` must run before any PyFlink
+object exists: it builds a lib folder (PyFlink's jars + the Prometheus reporter, which a
+MiniCluster only loads from the gateway's classpath) and points ``FLINK_LIB_DIR`` at it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import JobConfig
+from .operators import STEP_IDS, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
+
+__all__ = ["ROOT", "ensure_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+
+ROOT = Path(__file__).resolve().parents[1]
+JARS = ROOT / "deploy" / "jars" / "flink"
+
+
+def ensure_jars() -> list[Path]:
+    """The Kafka connector jar(s); fetched from Maven Central by deploy/fetch-jars.sh if missing."""
+    found = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+    if not found:
+        subprocess.run(["bash", str(ROOT / "deploy" / "fetch-jars.sh")], check=True, stdout=sys.stderr)
+        found = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+    if not found:
+        raise RuntimeError(f"job: no Kafka connector jar in {JARS} after deploy/fetch-jars.sh")
+    return found
+
+
+def prepare_gateway(run_dir: Path) -> None:
+    """Environment for PyFlink's JVM; call before creating any PyFlink object in this process."""
+    import pyflink
+
+    home = Path(pyflink.__file__).resolve().parent
+    reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted(JARS.glob("flink-metrics-prometheus-*.jar"))
+    lib = run_dir / "flink-lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    for jar in sorted(home.glob("lib/*.jar")) + reporter[:1]:
+        link = lib / jar.name
+        if not link.exists():
+            link.symlink_to(jar)
+    os.environ["FLINK_HOME"] = str(home)
+    os.environ["FLINK_LIB_DIR"] = str(lib)
+    os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
+
+
+def flink_configuration(cfg: JobConfig, run_dir: Path):
+    """The Flink configuration (Flink 2.2 keys) of the job."""
+    from pyflink.common import Configuration
+
+    f = cfg.values["flink"]
+    conf = Configuration()
+    conf.set_string("python.executable", sys.executable)
+    conf.set_string("python.execution-mode", "process")
+    conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in ensure_jars()))
+    conf.set_string("pipeline.name", "dphhh")
+    conf.set_string("parallelism.default", str(f["parallelism"]))
+    conf.set_string("execution.runtime-mode", "STREAMING")
+    conf.set_string("execution.checkpointing.interval", f"{f['checkpoint_interval_ms']} ms")
+    conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
+    conf.set_string("execution.checkpointing.dir", "file://" + str(Path(f["checkpoint_dir"]).resolve()))
+    conf.set_string("restart-strategy.type", "fixed-delay")
+    conf.set_string("restart-strategy.fixed-delay.attempts", str(f["restart_attempts"]))
+    conf.set_string("restart-strategy.fixed-delay.delay", "1 s")
+    conf.set_string("metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory")
+    conf.set_string("metrics.reporter.prom.port", f["prometheus_port"])
+    conf.set_string("python.fn-execution.bundle.size", "1000")
+    conf.set_string("python.fn-execution.bundle.time", "200")
+    if f["remote"]:
+        host, _, port = f["remote"].rpartition(":")
+        conf.set_string("execution.target", "remote")
+        conf.set_string("rest.address", host)
+        conf.set_string("rest.port", port)
+    return conf
+
+
+def _kafka_properties(builder, cfg: JobConfig):
+    for key, value in cfg.kafka_client_options().items():
+        if key != "bootstrap.servers":
+            builder = builder.set_property(key, str(value))
+    return builder
+
+
+def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
+    """Add the job's sources, operators and sinks to ``env``."""
+    from pyflink.common import ByteArraySchema, Duration, Types, WatermarkStrategy
+    from pyflink.datastream.connectors.base import DeliveryGuarantee
+    from pyflink.datastream.connectors.kafka import (
+        KafkaOffsetsInitializer,
+        KafkaRecordSerializationSchema,
+        KafkaSink,
+        KafkaSource,
+    )
+
+    k, w = cfg.values["kafka"], cfg.values["window"]
+    values = {s: dict(v) for s, v in cfg.values.items()}
+    raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    starts = {
+        "earliest": KafkaOffsetsInitializer.earliest(),
+        "latest": KafkaOffsetsInitializer.latest(),
+        "committed": KafkaOffsetsInitializer.committed_offsets(),
+    }
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(k["bootstrap"])
+        .set_topics(k["input_topic"])
+        .set_group_id(k["group_id"])
+        .set_starting_offsets(starts[k["start"]])
+        .set_value_only_deserializer(ByteArraySchema())
+    )
+    if k["bounded"]:
+        source = source.set_bounded(KafkaOffsetsInitializer.latest())
+    source = _kafka_properties(source, cfg).build()
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(w["out_of_orderness_ms"]))
+    records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
+
+    batches = (
+        records.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw]))
+        .name(STEP_IDS["decode"])
+        .uid(STEP_IDS["decode"])
+    )
+    dead = batches.get_side_output(dead_letter_tag())
+    releases = (
+        batches.key_by(lambda r: r[0], key_type=Types.INT())
+        .process(SketchOperator(values), output_type=Types.TUPLE([Types.LONG(), raw]))
+        .name(STEP_IDS["sketch"])
+        .uid(STEP_IDS["sketch"])
+    )
+    reports = (
+        releases.key_by(lambda r: 0, key_type=Types.INT())
+        .process(ReleaseOperator(values, str(run_dir)), output_type=raw)
+        .name(STEP_IDS["release"])
+        .uid(STEP_IDS["release"])
+        .set_parallelism(1)
+    )
+
+    def sink(topic: str, step: str):
+        builder = (
+            KafkaSink.builder()
+            .set_bootstrap_servers(k["bootstrap"])
+            .set_record_serializer(
+                KafkaRecordSerializationSchema.builder()
+                .set_topic(topic)
+                .set_value_serialization_schema(ByteArraySchema())
+                .build()
+            )
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+            .set_transactional_id_prefix(f"{k['group_id']}-{step}")
+            .set_property("transaction.timeout.ms", str(15 * 60 * 1000))
+        )
+        return _kafka_properties(builder, cfg).build()
+
+    reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(STEP_IDS["reports"])
+    dead.sink_to(sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])).name(STEP_IDS["dead_letter"]).uid(
+        STEP_IDS["dead_letter"]
+    )
+
+
+def submit(cfg: JobConfig, run_dir: Path):
+    """Prepare the gateway, build the job and submit it; returns the PyFlink JobClient."""
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    prepare_gateway(run_dir)
+    env = StreamExecutionEnvironment.get_execution_environment(flink_configuration(cfg, run_dir))
+    build_pipeline(env, cfg, run_dir)
+    return env.execute_async("dphhh")

@@ -1,0 +1,315 @@
+"""The stream job's operators: thin PyFlink adapters around plain, unit-tested logic.
+
+* :class:`DecodeOperator` (``decode``): message bytes → per-(level, partition) key batches tagged
+  with their window; bad records to the dead-letter side output (reason + original bytes), late
+  records dropped and counted.
+* :class:`SketchOperator` (``sketch``, keyed by sketch id): one Misra-Gries sketch per (sketch id,
+  window) in keyed MapState; at the window's release time it runs
+  :func:`privacy.window.release_sketch` and emits the **noisy** release only.
+* :class:`ReleaseOperator` (``release``, one key): gathers a window's releases, and at the
+  window's release time publishes its report through :class:`~stream.assembler.WindowAssembler`
+  (durable ledger first, then the JSON-lines file, then the Kafka sink), including windows in
+  which no element arrived.
+
+Each operator has a stable id (its Flink ``uid``, its state names' prefix and its metric group).
+Raw counts and addresses never reach a log line, a metric or an exception message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from connectors.decode import MessageDecoder
+from connectors.report_sink import JsonLinesReportFile
+from privacy.window import release_sketch
+from sketches.misra_gries import MisraGries
+from sketches.partition import partition_of
+
+from .assembler import WindowAssembler, noise_source_factory, sketch_id, sketch_of_id
+from .config import JobConfig
+from .ledger import ReleaseLedger
+from .windows import MAX_WATERMARK, TumblingWindows
+
+try:  # PyFlink is needed to run the job, not to import the plain logic above
+    from pyflink.common import Types
+    from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
+    from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+except ImportError:  # pragma: no cover - exercised only without apache-flink installed
+    KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
+    Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
+
+__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "DEAD_LETTER", "STEP_IDS", "expand"]
+
+STEP_IDS = {"source": "kafka-source", "decode": "decode", "sketch": "sketch", "release": "release",
+            "reports": "reports-sink", "dead_letter": "dead-letter-sink"}
+METRIC_GROUP = "dphhh"
+
+
+def _bytes_type():
+    return Types.PRIMITIVE_ARRAY(Types.BYTE())
+
+
+def dead_letter_tag():
+    """The side output of bad records (JSON bytes: reason and base64 of the record)."""
+    return OutputTag("dead-letter", _bytes_type())
+
+
+DEAD_LETTER = "dead-letter"
+TICK = -1  # the window field of a tick record (decode -> sketch)
+
+
+def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray]]:
+    """(sketch id, int64 keys) for every (level, partition) that the batch touches, input order kept."""
+    hierarchy, parts = cfg.hierarchy, cfg.params.partitions
+    for level in range(1, hierarchy.h + 1):
+        keys = hierarchy.keys(values, level)
+        if parts == 1:
+            yield sketch_id(level, 0, 1), keys
+            continue
+        owner = partition_of(hierarchy, keys, level, parts)
+        for p in range(parts):
+            chosen = keys[owner == p]
+            if chosen.size:
+                yield sketch_id(level, p, parts), chosen
+
+
+def dead_letter_record(reason: str, value: bytes | None, timestamp: int | None) -> bytes:
+    """The dead-letter topic's record: the reason and the bad record itself (base64)."""
+    import base64
+
+    return json.dumps(
+        {"reason": reason, "timestamp_ms": timestamp, "value_b64": base64.b64encode(value or b"").decode("ascii")},
+        sort_keys=True,
+    ).encode("utf-8")
+
+
+def _open_common(op, runtime_context, step: str) -> None:
+    """What every operator sets up in ``open``: its configuration, windows and metric counters."""
+    from .config import load_config_values
+
+    op.cfg = load_config_values(op.cfg_values)
+    w = op.cfg.values["window"]
+    op.windows = TumblingWindows(w["size_ms"], w["allowed_lateness_ms"])
+    op.metrics = _Counters(runtime_context.get_metrics_group().add_group(METRIC_GROUP).add_group(STEP_IDS[step]))
+
+
+def _debug_note(cfg: JobConfig, line: str) -> None:
+    """Test-only trace of scheduling events (no record content) when output.debug_sketch_dir is set."""
+    folder = cfg.values["output"]["debug_sketch_dir"]
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with open(Path(folder) / "trace.txt", "a") as fh:
+            fh.write(line + "\n")
+
+
+class _Counters:
+    """Counters of one metric group, created on first use with a label per name."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+        self.counters: dict[str, Any] = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        counter = self.counters.get(name)
+        if counter is None:
+            counter = self.counters[name] = self.group.counter(name)
+        counter.inc(n)
+
+
+class DecodeOperator(ProcessFunction):
+    """Decode, drop late records, expand per level and partition (stateless)."""
+
+    def __init__(self, cfg_values: dict) -> None:
+        self.cfg_values = cfg_values
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        _open_common(self, runtime_context, "decode")
+        i = self.cfg.values["input"]
+        self.decoder = MessageDecoder(
+            i["format"],
+            max_message_bytes=i["max_message_bytes"],
+            json_field=i["json_field"],
+            json_time_field=i["json_time_field"] or None,
+            path_depth=self.cfg.hierarchy.h,
+        )
+        self.tag = dead_letter_tag()
+        self.ticked = None  # sketch operators are ticked once after open and at each new watermark window
+        self.sketch_ids = range(self.cfg.hierarchy.h * self.cfg.params.partitions)
+
+    def process_element(self, value: bytes, ctx: ProcessFunction.Context):
+        self.metrics.inc("messages_in")
+        watermark = ctx.timer_service().current_watermark()
+        mark = self.windows.start_of(watermark) if watermark > -MAX_WATERMARK else -1
+        if self.ticked is None or mark > self.ticked:
+            # A tick makes every sketch operator re-register the timers of its open windows: after a
+            # restore, timers registered just before the checkpoint may be missing from it.
+            self.ticked = mark
+            for sid in self.sketch_ids:
+                yield sid, TICK, b""
+        timestamp = ctx.timestamp()
+        decoded = self.decoder.decode(value)
+        if not decoded.ok:
+            self.metrics.inc(f"bad_records_{decoded.reason}")
+            yield self.tag, dead_letter_record(decoded.reason, value, timestamp)
+            return
+        if decoded.event_time is not None:
+            timestamp = decoded.event_time
+        if timestamp is None or timestamp < 0:
+            self.metrics.inc("bad_records_no_timestamp")
+            yield self.tag, dead_letter_record("no_timestamp", value, timestamp)
+            return
+        start = self.windows.start_of(timestamp)
+        if self.windows.is_late(start, ctx.timer_service().current_watermark()):
+            self.metrics.inc("late_messages_dropped")
+            _debug_note(self.cfg, f"decode late window={start} wm={ctx.timer_service().current_watermark()}")
+            return
+        for sid, keys in expand(decoded.values, self.cfg):
+            yield sid, start, keys.tobytes()
+
+
+class SketchOperator(KeyedProcessFunction):
+    """Keyed by sketch id: one Misra-Gries sketch per window; releases noisy values at window end."""
+
+    def __init__(self, cfg_values: dict) -> None:
+        self.cfg_values = cfg_values
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        _open_common(self, runtime_context, "sketch")
+        self.state = runtime_context.get_map_state(
+            MapStateDescriptor(f"{STEP_IDS['sketch']}-windows", Types.LONG(), _bytes_type())
+        )
+        self.cache: dict[tuple[int, int], MisraGries] = {}
+        self.noise_for = noise_source_factory(self.cfg.seed)
+        dump = self.cfg.values["output"]["debug_sketch_dir"]
+        self.dump_dir = Path(dump) if dump else None
+
+    def _sketch(self, sid: int, window: int) -> MisraGries | None:
+        sketch = self.cache.get((sid, window))
+        if sketch is None:
+            data = self.state.get(window)
+            if data is not None:
+                sketch = self.cache[(sid, window)] = MisraGries.from_bytes(data)
+        return sketch
+
+    def process_element(self, value, ctx: KeyedProcessFunction.Context):
+        sid, window, payload = value
+        if window == TICK:
+            for open_window in list(self.state.keys()):
+                ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
+            return
+        if self.windows.is_late(window, ctx.timer_service().current_watermark()):
+            self.metrics.inc("late_batches_dropped")
+            _debug_note(self.cfg, f"sketch late window={window} wm={ctx.timer_service().current_watermark()}")
+            return
+        sketch = self._sketch(sid, window)
+        if sketch is None:
+            sketch = self.cache[(sid, window)] = MisraGries(self.cfg.params.counters)
+            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+            _debug_note(self.cfg, f"sketch new sid={sid} window={window}")
+        sketch.update(np.frombuffer(payload, dtype=np.int64))
+        self.state.put(window, sketch.to_bytes())
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
+        sid = ctx.get_current_key()
+        window = self.windows.start_of_release_time(timestamp)
+        sketch = self._sketch(sid, window)
+        _debug_note(self.cfg, f"sketch timer sid={sid} window={window} found={sketch is not None}")
+        self.cache.pop((sid, window), None)
+        self.state.remove(window)
+        if sketch is None:
+            return
+        level, partition = sketch_of_id(sid, self.cfg.params.partitions)
+        if self.dump_dir is not None:  # NON-PRIVATE test hook (output.debug_sketch_dir)
+            self.dump_dir.mkdir(parents=True, exist_ok=True)
+            (self.dump_dir / f"window-{window}-sketch-{sid}.bin").write_bytes(sketch.to_bytes())
+        release = release_sketch(
+            level, partition, sketch.counters(), sketch.total,
+            params=self.cfg.params, h=self.cfg.hierarchy.h, rng=self.noise_for(window, level, partition),
+        )
+        self.metrics.inc("sketches_released")
+        yield window, pickle.dumps(release, protocol=5)
+
+
+class InjectedFailure(RuntimeError):
+    """Raised once by the fault-injection hook (output.fail_after_window), for tests."""
+
+
+class ReleaseOperator(KeyedProcessFunction):
+    """One key: gathers each window's releases and publishes its report once, on schedule."""
+
+    def __init__(self, cfg_values: dict, run_dir: str) -> None:
+        self.cfg_values = cfg_values
+        self.run_dir = run_dir
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        _open_common(self, runtime_context, "release")
+        out = self.cfg.values["output"]
+        self.assembler = WindowAssembler(
+            self.cfg.hierarchy, self.cfg.params, self.windows, ReleaseLedger(out["ledger_dir"]), seed=self.cfg.seed
+        )
+        self.report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
+        self.pending = runtime_context.get_map_state(
+            MapStateDescriptor(f"{STEP_IDS['release']}-pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
+        )
+        self.next_window = runtime_context.get_state(
+            ValueStateDescriptor(f"{STEP_IDS['release']}-next-window", Types.LONG())
+        )
+        self.fail_after = out["fail_after_window"]
+        self.released_here = 0
+
+    def process_element(self, value, ctx: KeyedProcessFunction.Context):
+        window, payload = value
+        nxt = self._next_window(window)
+        if window < nxt:
+            self.metrics.inc("late_releases_dropped")  # cannot happen: sketches drop late data
+            return
+        gathered = self.pending.get(window) or []
+        gathered.append(payload)
+        self.pending.put(window, gathered)
+        ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+
+    def _next_window(self, candidate: int) -> int:
+        """The first window not yet published; after a restore from a checkpoint taken before the
+        first release, the deployment's schedule start from the ledger (never a later window)."""
+        nxt = self.next_window.value()
+        if nxt is None:
+            nxt = self.assembler.ledger.schedule_start(candidate)
+            self.next_window.update(nxt)
+        return nxt
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
+        last = self.windows.start_of_release_time(timestamp)
+        window = self._next_window(last)
+        if window > last:
+            return  # already released through an earlier timer
+        while window <= last:
+            releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]
+            report, replayed = self.assembler.report(window, releases)
+            if self.report_file is not None:
+                self.report_file.write(report)
+            self.pending.remove(window)
+            self.metrics.inc("windows_republished" if replayed else "windows_released")
+            yield report
+            self._maybe_fail()
+            window += self.windows.size_ms
+        self.next_window.update(window)
+        if ctx.timer_service().current_watermark() < MAX_WATERMARK:
+            # keep the schedule: the next window is released on time even if it stays empty
+            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+
+    def _maybe_fail(self) -> None:
+        self.released_here += 1
+        if self.fail_after < 0 or self.released_here != self.fail_after:
+            return
+        marker = Path(self.run_dir) / "injected-failure.done"
+        if marker.exists():
+            return
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("1")
+        raise InjectedFailure("injected failure after a release (output.fail_after_window), for tests")

@@ -1,0 +1,232 @@
+"""Running the stream job from the CLI: broker, topics, producers, the job, report printing.
+
+* :func:`run_job` — ``dphhh run``: the main job until Ctrl-C (or the end of a bounded input).
+* :func:`run_demo` — ``dphhh demo``: a self-contained bounded run on a sample stream (the shared
+  real capture, synthetic windows, an empty window and a few bad records), printing each report.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
+from connectors.synthetic import synthetic_addresses
+
+from .broker import LocalBroker, reachable
+from .config import JobConfig, load_config
+
+__all__ = ["run_job", "run_demo", "wait_for_job", "sample_stream"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare_kafka(cfg: JobConfig) -> LocalBroker | None:
+    """Start the local broker if the configured one is a loopback address that does not answer;
+    create the job's topics. Returns the broker this call started (to stop later), if any."""
+    bootstrap = cfg["kafka.bootstrap"]
+    broker = None
+    if not reachable(bootstrap):
+        broker = LocalBroker.for_bootstrap(bootstrap)
+        if broker is None:
+            raise RuntimeError(f"kafka: broker {bootstrap} is not reachable")
+        _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
+        broker.start()
+    topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
+    create_topics(cfg.kafka_client_options(), topics, partitions=cfg["flink.parallelism"])
+    return broker if broker is not None and broker.started else None
+
+
+def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
+    """Wait for the job to end (raising its failure); Ctrl-C cancels it and re-raises."""
+    result = client.get_job_execution_result()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        while not result.done():
+            if on_tick is not None:
+                on_tick()
+            if deadline is not None and time.monotonic() > deadline:
+                client.cancel().result()
+                raise TimeoutError(f"job: still running after {timeout_s:.0f} s; cancelled")
+            time.sleep(0.2)
+        result.result()
+    except KeyboardInterrupt:
+        _say("dphhh: stopping the job ...")
+        try:
+            client.cancel().result()
+        except Exception:  # the job may have ended meanwhile
+            pass
+        raise
+
+
+class ReportPrinter(threading.Thread):
+    """Prints every committed report of the reports topic as it is published."""
+
+    def __init__(self, cfg: JobConfig, render: Callable[[dict], str], *, from_beginning: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.cfg = cfg
+        self.from_beginning = from_beginning
+        self.render = render
+        self.stop_event = threading.Event()
+        self.count = 0
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer
+
+        from connectors.kafka_io import client_kwargs
+
+        consumer = KafkaConsumer(
+            self.cfg["kafka.reports_topic"], **client_kwargs(self.cfg.kafka_client_options()),
+            group_id=None, auto_offset_reset="earliest" if self.from_beginning else "latest", enable_auto_commit=False,
+            isolation_level="read_committed", consumer_timeout_ms=500,
+        )
+        try:
+            while not self.stop_event.is_set():
+                for record in consumer:
+                    self.count += 1
+                    print(self.render(json.loads(record.value)), flush=True)
+                    print(flush=True)
+        finally:
+            consumer.close()
+
+
+def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tuple[int, bytes]]:
+    """The demo's sample: (timestamp ms, message value) over six windows.
+
+    window 0: the shared SYN-ACK reflection capture; windows 1, 3, 4: synthetic traffic with
+    planted heavy prefixes; window 2: nothing (an empty window still gets its report);
+    window 5: background only; plus three malformed messages (dead-lettered).
+    """
+    from connectors.pcap import read_capture_sources
+
+    messages: list[tuple[int, bytes]] = []
+
+    def add(window: int, addresses: np.ndarray, batch: int = 1000) -> None:
+        start = base_ms + window * window_ms
+        chunks = max(1, -(-len(addresses) // batch))
+        for i in range(chunks):
+            ts = start + (i * (window_ms - 1)) // chunks
+            messages.append((ts, pack_ipv4(addresses[i * batch : (i + 1) * batch])))
+
+    if capture is not None and capture.exists():
+        values, _ = read_capture_sources(capture)
+        add(0, values)
+    for window, seed in ((1, 1), (3, 3), (4, 4)):
+        add(window, synthetic_addresses(50_000, seed=seed))
+    add(5, np.random.default_rng(5).integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32))
+    bad_ts = base_ms + 4 * window_ms + 7
+    messages += [(bad_ts, b"\x01\x02\x03"), (bad_ts, b""), (bad_ts, b"x" * 4097 * 4 + b"abc")]
+    return messages
+
+
+def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> int:
+    """``dphhh demo``: broker, sample stream, bounded job, reports; everything torn down after."""
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_dir = ROOT / "var" / "runs" / f"demo-{run_id}"
+    prefix = f"dphhh-demo-{run_id}"
+    cfg = load_config(None, overrides=[
+        f"kafka.input_topic={prefix}-in", f"kafka.reports_topic={prefix}-reports",
+        f"kafka.dead_letter_topic={prefix}-dead-letter", f"kafka.group_id={prefix}", "kafka.bounded=true",
+        "window.size_ms=10000", "privacy.epsilon=2", "privacy.tau=1000",
+        f"output.ledger_dir={run_dir / 'ledger'}", f"output.reports_file={run_dir / 'reports.jsonl'}",
+        f"flink.checkpoint_dir={run_dir / 'checkpoints'}", "flink.checkpoint_interval_ms=2000",
+        *overrides,
+    ])
+    started = time.monotonic()
+    broker = prepare_kafka(cfg)
+    try:
+        window = cfg["window.size_ms"]
+        base = (int(time.time() * 1000) // window - 8) * window
+        capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+        producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
+        for ts, value in sample_stream(window, base, capture):
+            producer.send_value(value, ts)
+        producer.close()
+        _say(f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
+             f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}")
+        _say("dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s) ...")
+        from .job import submit
+
+        client = submit(cfg, run_dir)
+        printer = ReportPrinter(cfg, render)
+        printer.start()
+        wait_for_job(client, timeout_s=600)
+        time.sleep(1.0)
+        printer.stop_event.set()
+        printer.join(timeout=10)
+        dead = sum(1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
+                                                    idle_timeout_s=2))
+        _say(f"dphhh demo: {printer.count} window reports published, {dead} records dead-lettered, "
+             f"{time.monotonic() - started:.0f} s in all; files in {run_dir}")
+        return 0
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def replay_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
+    """The embedded default's producer: the shared capture and synthetic traffic, timestamp = now."""
+    capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+    parts = []
+    if capture.exists():
+        from connectors.pcap import read_capture_sources
+
+        parts.append(read_capture_sources(capture)[0])
+    parts.append(synthetic_addresses(200_000, seed=7))
+    stream = np.concatenate(parts)
+    producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
+    sent, t0, i = 0, time.monotonic(), 0
+    try:
+        while not stop.is_set():
+            chunk = stream[i : i + batch]
+            i = (i + batch) % len(stream)
+            producer.send_value(pack_ipv4(chunk), int(time.time() * 1000))
+            sent += len(chunk)
+            ahead = sent / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                stop.wait(ahead)
+    finally:
+        producer.close()
+
+
+def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate: float = 20_000.0) -> int:
+    """``dphhh run``: the main job; prints each window's report as it is published."""
+    run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+    broker = prepare_kafka(cfg)
+    stop = threading.Event()
+    producer = None
+    try:
+        if replay:
+            producer = threading.Thread(target=replay_forever, args=(cfg, stop, rate, 1000), daemon=True)
+            producer.start()
+            _say(f"dphhh run: replaying the shared capture and a synthetic stream into "
+                 f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
+        from .job import submit
+
+        client = submit(cfg, run_dir)
+        _say(f"dphhh run: job submitted; a report every {cfg['window.size_ms'] / 1000:g} s "
+             f"of event time (Ctrl-C stops)")
+        printer = ReportPrinter(cfg, render, from_beginning=False)
+        printer.start()
+        try:
+            wait_for_job(client)
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    finally:
+        stop.set()
+        if producer is not None:
+            producer.join(timeout=5)
+        if broker is not None:
+            broker.stop()
