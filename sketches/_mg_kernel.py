@@ -150,8 +150,10 @@ _PACK_LIMIT = (1 << (63 - _SLOT_BITS)) - (1 << _SLOT_BITS)  # keys below this pa
 
 
 @njit(cache=True)
-def _collect_zero_slots(counts, zslots, slot_keys):
+def _collect_zero_slots(counts, zslots, slot_keys, decrement):
     """Write the zero-counter slots to ``zslots``, ordered by the keys they hold; return how many.
+
+    With ``decrement`` every counter is first lowered by one, in the same pass (Algorithm 2 step 2).
 
     Fast path: when every such key is below ``_PACK_LIMIT`` (IPv4 keys always are), each
     (key, slot) pair is packed into one int64 that sorts like the key and the native sort is used;
@@ -160,6 +162,8 @@ def _collect_zero_slots(counts, zslots, slot_keys):
     z = 0
     packable = True
     for i in range(counts.shape[0]):
+        if decrement:
+            counts[i] -= 1
         if counts[i] == 0:
             zslots[z] = i
             z += 1
@@ -185,7 +189,6 @@ def _collect_zero_slots(counts, zslots, slot_keys):
 def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
     """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each."""
     mask = table.shape[0] // 2 - 1
-    kappa = slot_keys.shape[0]
     zptr = meta[ZPTR]
     zlen = meta[ZLEN]
     decrements = meta[DECREMENTS]
@@ -203,9 +206,7 @@ def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
                 y = slot
                 break
         if y < 0:  # step 2: every counter >= 1: decrement all, x is not inserted
-            for i in range(kappa):
-                counts[i] -= 1
-            zlen = _collect_zero_slots(counts, zslots, slot_keys)
+            zlen = _collect_zero_slots(counts, zslots, slot_keys, True)
             zptr = 0
             decrements += 1
             continue
@@ -229,7 +230,7 @@ def mg_rebuild_index(slot_keys, counts, table, zslots, tpos, meta):
     for i in range(slot_keys.shape[0]):
         if slot_keys[i] >= 0:
             _insert(table, mask, slot_keys[i], i, tpos)
-    meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys)
+    meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys, False)
     meta[ZPTR] = 0
 
 
