@@ -3,9 +3,10 @@
 * :class:`DecodeOperator` (``decode``): message bytes → per-(level, partition) key batches tagged
   with their window; bad records to the dead-letter side output (reason + original bytes), late
   records dropped and counted.
-* :class:`SketchOperator` (``sketch``, keyed by sketch id): one Misra-Gries sketch per (sketch id,
-  window) in keyed MapState; at the window's release time it runs
-  :func:`privacy.window.release_sketch` and emits the **noisy** release only.
+* :class:`SketchOperator` (``sketch``, keyed by key partition): the h level sketches of that
+  partition, per window, in keyed MapState (one keyed record per message and partition carries
+  every level's keys); at the window's release time it runs :func:`privacy.window.release_sketch`
+  for each level and emits the **noisy** releases only.
 * :class:`ReleaseOperator` (``release``, one key): gathers a window's releases, and at the
   window's release time publishes its report through :class:`~stream.assembler.WindowAssembler`
   (durable ledger first, then the JSON-lines file, then the Kafka sink), including windows in
@@ -44,7 +45,8 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
-__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "DEAD_LETTER", "STEP_IDS", "expand"]
+__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "DEAD_LETTER", "STEP_IDS", "expand",
+           "expand_by_partition"]
 
 STEP_IDS = {"source": "kafka-source", "decode": "decode", "sketch": "sketch", "release": "release",
             "reports": "reports-sink", "dead_letter": "dead-letter-sink"}
@@ -77,6 +79,49 @@ def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray
             chosen = keys[owner == p]
             if chosen.size:
                 yield sketch_id(level, p, parts), chosen
+
+
+def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np.ndarray]]:
+    """partition → the keys of each level 1..h (int64, input order) that fall in that partition."""
+    h, parts = cfg.hierarchy.h, cfg.params.partitions
+    empty = np.empty(0, dtype=np.int64)
+    out: dict[int, list[np.ndarray]] = {}
+    for sid, keys in expand(values, cfg):
+        level, p = sketch_of_id(sid, parts)
+        out.setdefault(p, [empty] * h)[level - 1] = keys
+    return out
+
+
+def pack_levels(arrays: list[np.ndarray]) -> bytes:
+    """One payload for all levels: the h lengths, then the h key arrays (int64)."""
+    sizes = np.array([a.size for a in arrays], dtype=np.int64)
+    return np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
+
+
+def unpack_levels(payload: bytes, h: int) -> list[np.ndarray]:
+    """Inverse of :func:`pack_levels`."""
+    flat = np.frombuffer(payload, dtype=np.int64)
+    out, start = [], h
+    for n in flat[:h].tolist():
+        out.append(flat[start : start + n])
+        start += n
+    return out
+
+
+def pack_sketches(sketches: list[MisraGries]) -> bytes:
+    """The state value of one (partition, window): the h serialised sketches, length-prefixed."""
+    parts = [s.to_bytes() for s in sketches]
+    return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+
+
+def unpack_sketches(data: bytes) -> list[MisraGries]:
+    """Inverse of :func:`pack_sketches` (each sketch checked by ``MisraGries.from_bytes``)."""
+    out, at = [], 0
+    while at < len(data):
+        n = int.from_bytes(data[at : at + 8], "little")
+        out.append(MisraGries.from_bytes(data[at + 8 : at + 8 + n]))
+        at += 8 + n
+    return out
 
 
 def dead_letter_record(reason: str, value: bytes | None, timestamp: int | None) -> bytes:
@@ -140,7 +185,7 @@ class DecodeOperator(ProcessFunction):
         )
         self.tag = dead_letter_tag()
         self.ticked = None  # sketch operators are ticked once after open and at each new watermark window
-        self.sketch_ids = range(self.cfg.hierarchy.h * self.cfg.params.partitions)
+        self.partitions = range(self.cfg.params.partitions)
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
         self.metrics.inc("messages_in")
@@ -150,8 +195,8 @@ class DecodeOperator(ProcessFunction):
             # A tick makes every sketch operator re-register the timers of its open windows: after a
             # restore, timers registered just before the checkpoint may be missing from it.
             self.ticked = mark
-            for sid in self.sketch_ids:
-                yield sid, TICK, b""
+            for p in self.partitions:
+                yield p, TICK, b""
         timestamp = ctx.timestamp()
         decoded = self.decoder.decode(value)
         if not decoded.ok:
@@ -169,12 +214,12 @@ class DecodeOperator(ProcessFunction):
             self.metrics.inc("late_messages_dropped")
             _debug_note(self.cfg, f"decode late window={start} wm={ctx.timer_service().current_watermark()}")
             return
-        for sid, keys in expand(decoded.values, self.cfg):
-            yield sid, start, keys.tobytes()
+        for p, levels in expand_by_partition(decoded.values, self.cfg).items():
+            yield p, start, pack_levels(levels)
 
 
 class SketchOperator(KeyedProcessFunction):
-    """Keyed by sketch id: one Misra-Gries sketch per window; releases noisy values at window end."""
+    """Keyed by partition: the h level sketches per window; releases noisy values at window end."""
 
     def __init__(self, cfg_values: dict) -> None:
         self.cfg_values = cfg_values
@@ -184,56 +229,57 @@ class SketchOperator(KeyedProcessFunction):
         self.state = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['sketch']}-windows", Types.LONG(), _bytes_type())
         )
-        self.cache: dict[tuple[int, int], MisraGries] = {}
+        self.cache: dict[tuple[int, int], list[MisraGries]] = {}
         self.noise_for = noise_source_factory(self.cfg.seed)
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
 
-    def _sketch(self, sid: int, window: int) -> MisraGries | None:
-        sketch = self.cache.get((sid, window))
-        if sketch is None:
+    def _sketches(self, partition: int, window: int) -> list[MisraGries] | None:
+        sketches = self.cache.get((partition, window))
+        if sketches is None:
             data = self.state.get(window)
             if data is not None:
-                sketch = self.cache[(sid, window)] = MisraGries.from_bytes(data)
-        return sketch
+                sketches = self.cache[(partition, window)] = unpack_sketches(data)
+        return sketches
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
-        sid, window, payload = value
-        if window == TICK:
+        partition, window, payload = value
+        if window == TICK:  # re-register the timers of every open window (see DecodeOperator)
             for open_window in list(self.state.keys()):
                 ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
             return
         if self.windows.is_late(window, ctx.timer_service().current_watermark()):
             self.metrics.inc("late_batches_dropped")
-            _debug_note(self.cfg, f"sketch late window={window} wm={ctx.timer_service().current_watermark()}")
             return
-        sketch = self._sketch(sid, window)
-        if sketch is None:
-            sketch = self.cache[(sid, window)] = MisraGries(self.cfg.params.counters)
+        sketches = self._sketches(partition, window)
+        if sketches is None:
+            sketches = [MisraGries(self.cfg.params.counters) for _ in range(self.cfg.hierarchy.h)]
+            self.cache[(partition, window)] = sketches
             ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
-            _debug_note(self.cfg, f"sketch new sid={sid} window={window}")
-        sketch.update(np.frombuffer(payload, dtype=np.int64))
-        self.state.put(window, sketch.to_bytes())
+        for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy.h)):
+            sketch.update(keys)
+        self.state.put(window, pack_sketches(sketches))
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        sid = ctx.get_current_key()
+        partition = ctx.get_current_key()
         window = self.windows.start_of_release_time(timestamp)
-        sketch = self._sketch(sid, window)
-        _debug_note(self.cfg, f"sketch timer sid={sid} window={window} found={sketch is not None}")
-        self.cache.pop((sid, window), None)
+        sketches = self._sketches(partition, window)
+        self.cache.pop((partition, window), None)
         self.state.remove(window)
-        if sketch is None:
+        if sketches is None:
             return
-        level, partition = sketch_of_id(sid, self.cfg.params.partitions)
-        if self.dump_dir is not None:  # NON-PRIVATE test hook (output.debug_sketch_dir)
-            self.dump_dir.mkdir(parents=True, exist_ok=True)
-            (self.dump_dir / f"window-{window}-sketch-{sid}.bin").write_bytes(sketch.to_bytes())
-        release = release_sketch(
-            level, partition, sketch.counters(), sketch.total,
-            params=self.cfg.params, h=self.cfg.hierarchy.h, rng=self.noise_for(window, level, partition),
-        )
-        self.metrics.inc("sketches_released")
-        yield window, pickle.dumps(release, protocol=5)
+        parts, h = self.cfg.params.partitions, self.cfg.hierarchy.h
+        for level, sketch in enumerate(sketches, start=1):
+            if self.dump_dir is not None and sketch.total:  # NON-PRIVATE test hook (output.debug_sketch_dir)
+                self.dump_dir.mkdir(parents=True, exist_ok=True)
+                sid = sketch_id(level, partition, parts)
+                (self.dump_dir / f"window-{window}-sketch-{sid}.bin").write_bytes(sketch.to_bytes())
+            release = release_sketch(
+                level, partition, sketch.counters(), sketch.total,
+                params=self.cfg.params, h=h, rng=self.noise_for(window, level, partition),
+            )
+            self.metrics.inc("sketches_released")
+            yield window, pickle.dumps(release, protocol=5)
 
 
 class InjectedFailure(RuntimeError):

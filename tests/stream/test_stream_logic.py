@@ -158,3 +158,16 @@ def test_documented_configuration_matches_the_defaults() -> None:
 
     root = Path(__file__).resolve().parents[2]
     assert load_config(root / "deploy" / "dphhh.toml", environ={}).values == DEFAULTS
+
+
+def test_level_payloads_and_sketch_state_round_trip() -> None:
+    """A partition's per-level keys and its h sketches survive packing and unpacking unchanged."""
+    from stream.operators import pack_levels, pack_sketches, unpack_levels, unpack_sketches
+
+    arrays = [np.arange(3, dtype=np.int64), np.empty(0, np.int64), np.array([7, 7, 9], np.int64)]
+    back = unpack_levels(pack_levels(arrays), 3)
+    assert [a.tolist() for a in back] == [a.tolist() for a in arrays]
+    sketches = [MisraGries(4) for _ in range(3)]
+    for sk, keys in zip(sketches, arrays):
+        sk.update(keys)
+    assert unpack_sketches(pack_sketches(sketches)) == sketches
