@@ -188,7 +188,6 @@ class DecodeOperator(ProcessFunction):
         self.partitions = range(self.cfg.params.partitions)
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
-        self.metrics.inc("messages_in")
         watermark = ctx.timer_service().current_watermark()
         mark = self.windows.start_of(watermark) if watermark > -MAX_WATERMARK else -1
         if self.ticked is None or mark > self.ticked:
