@@ -56,14 +56,17 @@ def _bucket(key, mask):
 
 @njit(cache=True, inline="always")
 def _position(table, mask, key):
-    """Bucket holding ``key``, or ``-1`` if absent. ``table[2b]`` is a key, ``table[2b+1]`` its slot."""
+    """Bucket holding ``key``; if absent, ``-1 - e`` with ``e`` the empty bucket where it would go.
+
+    ``table[2b]`` is a key, ``table[2b+1]`` its slot.
+    """
     i = _bucket(key, mask)
     while True:
         k = table[2 * i]
         if k == key:
             return i
         if k == EMPTY:
-            return -1
+            return -1 - i
         i = (i + 1) & mask
 
 
@@ -210,12 +213,18 @@ def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
             zptr = 0
             decrements += 1
             continue
-        # step 3: y is the zero-counter slot holding the smallest key: replace it
-        if slot_keys[y] >= 0:  # a real key leaves (a dummy is not in the table)
-            _delete_at(table, mask, tpos[y], tpos)
+        # step 3: y is the zero-counter slot holding the smallest key: replace it. x goes into the
+        # empty bucket its lookup ended on, then y's old key is deleted (backward shifting may move
+        # x's entry; tpos follows every move).
+        old_bucket = tpos[y] if slot_keys[y] >= 0 else -1  # a dummy is not in the table
+        e = -1 - b
+        table[2 * e] = x
+        table[2 * e + 1] = y
+        tpos[y] = e
+        if old_bucket >= 0:
+            _delete_at(table, mask, old_bucket, tpos)
         slot_keys[y] = x
         counts[y] = 1
-        _insert(table, mask, x, y, tpos)
     meta[ZPTR] = zptr
     meta[ZLEN] = zlen
     meta[DECREMENTS] = decrements
@@ -244,5 +253,5 @@ def mg_lookup(keys, slot_keys, counts, table):
         if k >= 0:
             b = _position(table, mask, k)
             if b >= 0:
-                out[i] = counts[table[2 * b + 1]]
+                out[i] = counts[table[2 * b + 1]]  # (a miss returns a negative bucket code)
     return out
