@@ -40,6 +40,8 @@ class SketchRelease:
     values: Mapping[int, int]
     n_noisy: int
     n_upper: int
+    #: prefix labels of the released keys, for hierarchies whose keys are hashes (paths)
+    labels: Mapping[int, str] | None = None
 
 
 @dataclass(frozen=True)

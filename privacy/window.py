@@ -35,15 +35,20 @@ def release_sketch(
     params: HHHParams,
     h: int,
     rng: RandomSource | np.random.Generator | int | None = None,
+    labels: Mapping[int, str] | None = None,
 ) -> SketchRelease:
-    """Release one sketch: ``release_level`` on its counters and its private sub-stream size."""
+    """Release one sketch: ``release_level`` on its counters and its private sub-stream size.
+
+    ``labels`` (hashed-key hierarchies) are attached for the released keys only.
+    """
     source = as_source(rng)
     rel = params.release_budget
     values = release_level(counters, epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant, rng=source)
     size_eps = params.size_budget.epsilon
     n_noisy = noisy_size(substream_size, epsilon=size_eps, h=h, source=source)
     n_upper = size_upper_bound(n_noisy, epsilon=size_eps, h=h, partitions=params.partitions, beta=params.size_beta)
-    return SketchRelease(level, partition, values, n_noisy, n_upper)
+    shown = None if labels is None else {k: labels[k] for k in values if k in labels}
+    return SketchRelease(level, partition, values, n_noisy, n_upper, shown)
 
 
 def assemble_report(
@@ -65,6 +70,10 @@ def assemble_report(
             f"assemble_report: expected one release per (level, partition) for h={h}, P={params.partitions}, "
             f"got {len(got)} releases"
         )
+    remember = getattr(hierarchy, "remember", None)
+    for r in releases:
+        if r.labels and remember is not None:
+            remember(r.level, dict(r.labels))
     rel = params.release_budget
     scales = ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant)
     a2 = alpha2(scales, counters=params.counters, h=h, partitions=params.partitions, beta=params.key_beta)

@@ -293,6 +293,21 @@ class PathHierarchy(Hierarchy):
         self._check_level(level)
         return splitmix64(np.asarray(keys, dtype=np.int64).astype(np.uint64))
 
+    def labels_of(self, keys: np.ndarray, level: int) -> dict[int, str]:
+        """``{key: prefix}`` for keys this object has seen (to ship labels beside hashed keys)."""
+        self._check_level(level)
+        items = self._keys[level].items
+        return {int(k): items[int(k)] for k in np.unique(np.asarray(keys, dtype=np.int64))}
+
+    def remember(self, level: int, labels: dict[int, str]) -> None:
+        """Learn ``{key: prefix}`` produced elsewhere; each key is checked against its prefix."""
+        self._check_level(level)
+        for key, prefix in labels.items():
+            if not isinstance(prefix, str) or prefix.count("/") + 1 != level:
+                raise ValueError(f"PathHierarchy: a label for level {level} must have {level} components")
+            if self._keys[level].key_of(prefix, prefix.encode("utf-8")) != int(key):
+                raise ValueError("PathHierarchy: a label does not match its key")
+
     def count(self, values: Sequence[str]) -> int:
         return len(values)
 

@@ -132,7 +132,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
 
     batches = (
-        records.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw]))
+        records.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
         .name(STEP_IDS["decode"])
         .uid(STEP_IDS["decode"])
     )

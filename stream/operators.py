@@ -195,7 +195,7 @@ class DecodeOperator(ProcessFunction):
             # restore, timers registered just before the checkpoint may be missing from it.
             self.ticked = mark
             for p in self.partitions:
-                yield p, TICK, b""
+                yield p, TICK, b"", b""
         timestamp = ctx.timestamp()
         decoded = self.decoder.decode(value)
         if not decoded.ok:
@@ -213,8 +213,13 @@ class DecodeOperator(ProcessFunction):
             self.metrics.inc("late_messages_dropped")
             _debug_note(self.cfg, f"decode late window={start} wm={ctx.timer_service().current_watermark()}")
             return
+        labelled = self.cfg.hierarchy.kind == "path"
         for p, levels in expand_by_partition(decoded.values, self.cfg).items():
-            yield p, start, pack_levels(levels)
+            labels = b""
+            if labelled:  # hashed keys: ship their prefixes so that reports can name them
+                labels = pickle.dumps({lv: self.cfg.hierarchy.labels_of(keys, lv)
+                                       for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
+            yield p, start, pack_levels(levels), labels
 
 
 class SketchOperator(KeyedProcessFunction):
@@ -227,6 +232,9 @@ class SketchOperator(KeyedProcessFunction):
         _open_common(self, runtime_context, "sketch")
         self.state = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['sketch']}-windows", Types.LONG(), _bytes_type())
+        )
+        self.label_state = runtime_context.get_map_state(
+            MapStateDescriptor(f"{STEP_IDS['sketch']}-labels", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         self.cache: dict[tuple[int, int], list[MisraGries]] = {}
         self.noise_for = noise_source_factory(self.cfg.seed)
@@ -241,8 +249,19 @@ class SketchOperator(KeyedProcessFunction):
                 sketches = self.cache[(partition, window)] = unpack_sketches(data)
         return sketches
 
+    def _merge_labels(self, window: int, sketches: list[MisraGries], new: bytes) -> None:
+        """Keep the labels of keys that hold a slot (hashed-key hierarchies only)."""
+        labels = self.label_state.get(window) or {}
+        for level, found in pickle.loads(new).items():
+            known = labels.setdefault(level, {})
+            known.update(found)
+            if len(known) > 4 * self.cfg.params.counters:  # forget keys evicted from the sketch
+                held = sketches[level - 1].counters()
+                labels[level] = {k: v for k, v in known.items() if k in held}
+        self.label_state.put(window, labels)
+
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
-        partition, window, payload = value
+        partition, window, payload, labels = value
         if window == TICK:  # re-register the timers of every open window (see DecodeOperator)
             for open_window in list(self.state.keys()):
                 ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
@@ -258,6 +277,8 @@ class SketchOperator(KeyedProcessFunction):
         for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy.h)):
             sketch.update(keys)
         self.state.put(window, pack_sketches(sketches))
+        if labels:
+            self._merge_labels(window, sketches, labels)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         partition = ctx.get_current_key()
@@ -265,6 +286,8 @@ class SketchOperator(KeyedProcessFunction):
         sketches = self._sketches(partition, window)
         self.cache.pop((partition, window), None)
         self.state.remove(window)
+        labels = self.label_state.get(window) or {}
+        self.label_state.remove(window)
         if sketches is None:
             return
         parts, h = self.cfg.params.partitions, self.cfg.hierarchy.h
@@ -276,6 +299,7 @@ class SketchOperator(KeyedProcessFunction):
             release = release_sketch(
                 level, partition, sketch.counters(), sketch.total,
                 params=self.cfg.params, h=h, rng=self.noise_for(window, level, partition),
+                labels=labels.get(level) if labels else None,
             )
             self.metrics.inc("sketches_released")
             yield window, pickle.dumps(release, protocol=5)

@@ -238,3 +238,24 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     for key, sketch in offline.items():
         assert dumped[key] == sketch, key  # every element of windows 0..5 counted exactly once
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(reports)] == reports
+
+
+def test_path_hierarchy_stream(broker, tmp_path: Path) -> None:
+    """A `/`-path topic (one path per message) yields reports that name heavy prefixes like de/bavaria;
+    paths of the wrong depth are dead-lettered."""
+    base = _base()
+    rng = np.random.default_rng(5)
+    paths = ["de/bavaria/munich"] * 2500 + [f"fr/r{rng.integers(0, 50)}/c{rng.integers(0, 999)}" for _ in range(800)]
+    rng.shuffle(paths)
+    messages = [(base + i, p.encode()) for i, p in enumerate(paths)] + [(base + 5, b"de/bavaria"), (base + 6, b"a//b")]
+    config = _config(tmp_path, "paths", seed=7)
+    text = config.read_text().replace("[input]\n", '[input]\nformat = "path"\n') + '[hierarchy]\nspec = "path:3"\n'
+    text = text.replace("tau = 2000.0", "tau = 1000.0").replace('mode = "conservative"', "")
+    config.write_text(text)
+    cfg, _ = _run(tmp_path, config, messages)
+    reports = [json.loads(r) for r in _reports(cfg)]
+    assert len(reports) == 1 and reports[0]["params"]["hierarchy"] == "path:3"
+    assert "de/bavaria/munich" in {x["prefix"] for x in reports[0]["hhh"]}
+    dead = [json.loads(v)["reason"] for _, v in iter_committed_values(cfg.kafka_client_options(),
+                                                                       cfg["kafka.dead_letter_topic"], idle_timeout_s=3)]
+    assert sorted(dead) == ["bad_path_depth", "bad_path_empty_component"]

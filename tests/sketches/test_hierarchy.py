@@ -391,3 +391,14 @@ def test_parse_hierarchy_rejects_bad_input_clearly(text, message):
     """Bad specs raise ValueError with a message naming what is wrong."""
     with pytest.raises(ValueError, match=message):
         parse_hierarchy(text)
+
+
+def test_path_labels_travel_between_hierarchy_objects():
+    """Labels shipped from one PathHierarchy let another name and generalise the same hashed keys."""
+    sender, receiver = PathHierarchy(3), PathHierarchy(3)
+    keys = sender.keys(["de/bavaria/munich", "fr/idf/paris"], 3)
+    receiver.remember(3, sender.labels_of(keys, 3))
+    assert receiver.label(int(keys[0]), 3) == "de/bavaria/munich"
+    assert receiver.label(receiver.ancestor(int(keys[0]), 3, 1), 1) == "de"
+    with pytest.raises(ValueError, match="does not match"):
+        receiver.remember(3, {int(keys[0]): "fr/idf/paris"})
