@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from .config import JobConfig
-from .operators import STEP_IDS, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
+from .operators import STEP_IDS, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator, dead_letter_tag
 
 __all__ = ["ROOT", "ensure_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
@@ -129,7 +129,14 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         source = source.set_bounded(KafkaOffsetsInitializer.latest())
     source = _kafka_properties(source, cfg).build()
     watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(w["out_of_orderness_ms"]))
-    records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
+    time_field = cfg.values["input"]["json_time_field"]
+    if cfg.values["input"]["format"] == "json" and time_field:
+        records = env.from_source(source, WatermarkStrategy.no_watermarks(), STEP_IDS["source"]).uid(STEP_IDS["source"])
+        records = records.assign_timestamps_and_watermarks(
+            watermarks.with_timestamp_assigner(JsonTimeAssigner(time_field))
+        ).uid("json-event-time")
+    else:
+        records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
 
     batches = (
         records.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))

@@ -153,6 +153,29 @@ def _debug_note(cfg: JobConfig, line: str) -> None:
             fh.write(line + "\n")
 
 
+try:
+    from pyflink.common.watermark_strategy import TimestampAssigner
+except ImportError:  # pragma: no cover
+    TimestampAssigner = object  # type: ignore[misc,assignment]
+
+
+class JsonTimeAssigner(TimestampAssigner):
+    """Event time from a JSON field (epoch ms) when ``input.json_time_field`` is set; a record
+    without a usable field keeps its Kafka timestamp (decode then dead-letters it as ``bad_time``)."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def extract_timestamp(self, value, record_timestamp: int) -> int:
+        try:
+            t = json.loads(bytes(value)).get(self.field)
+        except (ValueError, AttributeError, TypeError, RecursionError):
+            return record_timestamp
+        if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**62:
+            return t
+        return record_timestamp
+
+
 class _Counters:
     """Counters of one metric group, created on first use with a label per name."""
 

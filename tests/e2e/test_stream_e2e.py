@@ -117,7 +117,7 @@ JOB = [str(Path(sys.executable).with_name("dphhh")), "run", "--replay", "no", "-
 def _run(tmp_path: Path, config: Path, messages) -> tuple[object, subprocess.CompletedProcess]:
     cfg, producer = _publish(config, messages)
     producer.close()
-    result = subprocess.run([*JOB, str(config)], capture_output=True, text=True, timeout=420, cwd=tmp_path)
+    result = subprocess.run([*JOB, str(config)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     return cfg, result
 
@@ -259,3 +259,22 @@ def test_path_hierarchy_stream(broker, tmp_path: Path) -> None:
     dead = [json.loads(v)["reason"] for _, v in iter_committed_values(cfg.kafka_client_options(),
                                                                        cfg["kafka.dead_letter_topic"], idle_timeout_s=3)]
     assert sorted(dead) == ["bad_path_depth", "bad_path_empty_component"]
+
+
+def test_json_records_with_their_own_event_time(broker, tmp_path: Path) -> None:
+    """JSON records are windowed by their time field, not by the Kafka timestamp; a record without
+    the address field is dead-lettered."""
+    base = _base()
+    now = int(time.time() * 1000)
+    rows = [{"src": "10.9.8.7" if i % 3 else f"192.0.2.{i % 200}", "t": base + (i % 2) * WINDOW + i} for i in range(3000)]
+    messages = [(now, json.dumps(r).encode()) for r in rows] + [(now, b'{"dst": "1.2.3.4", "t": 5}')]
+    config = _config(tmp_path, "json", seed=3)
+    text = config.read_text().replace("[input]\n", '[input]\nformat = "json"\njson_field = "src"\njson_time_field = "t"\n')
+    config.write_text(text.replace("tau = 2000.0", "tau = 800.0"))
+    cfg, _ = _run(tmp_path, config, messages)
+    reports = [json.loads(r) for r in _reports(cfg)]
+    assert [r["window"]["start_ms"] for r in reports] == [base, base + WINDOW]
+    assert all("10.9.8.7/32" in {x["prefix"] for x in r["hhh"]} for r in reports)
+    dead = [json.loads(v)["reason"] for _, v in iter_committed_values(cfg.kafka_client_options(),
+                                                                       cfg["kafka.dead_letter_topic"], idle_timeout_s=3)]
+    assert dead == ["missing_field"]

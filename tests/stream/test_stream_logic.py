@@ -171,3 +171,13 @@ def test_level_payloads_and_sketch_state_round_trip() -> None:
     for sk, keys in zip(sketches, arrays):
         sk.update(keys)
     assert unpack_sketches(pack_sketches(sketches)) == sketches
+
+
+def test_json_time_assigner() -> None:
+    """The JSON time field sets the event time; records without a usable one keep the Kafka timestamp."""
+    from stream.operators import JsonTimeAssigner
+
+    a = JsonTimeAssigner("ts")
+    assert a.extract_timestamp(b'{"ip": "1.2.3.4", "ts": 1234}', 99) == 1234
+    for bad in (b'{"ts": "x"}', b"not json", b"[1]", b'{"ts": -5}', b'{"ts": true}'):
+        assert a.extract_timestamp(bad, 99) == 99
