@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import numpy as np
 
 from .hierarchy import Hierarchy
 from .misra_gries import MisraGries

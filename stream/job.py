@@ -12,7 +12,6 @@ MiniCluster only loads from the gateway's classpath) and points ``FLINK_LIB_DIR`
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys

@@ -19,7 +19,6 @@ Raw counts and addresses never reach a log line, a metric or an exception messag
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from pathlib import Path
 from typing import Any, Iterator
@@ -45,7 +44,7 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
-__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "DEAD_LETTER", "STEP_IDS", "expand",
+__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "JsonTimeAssigner", "STEP_IDS", "expand",
            "expand_by_partition"]
 
 STEP_IDS = {"source": "kafka-source", "decode": "decode", "sketch": "sketch", "release": "release",
@@ -59,10 +58,9 @@ def _bytes_type():
 
 def dead_letter_tag():
     """The side output of bad records (JSON bytes: reason and base64 of the record)."""
-    return OutputTag("dead-letter", _bytes_type())
+    return OutputTag(STEP_IDS["dead_letter"], _bytes_type())
 
 
-DEAD_LETTER = "dead-letter"
 TICK = -1  # the window field of a tick record (decode -> sketch)
 
 

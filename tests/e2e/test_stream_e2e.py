@@ -12,7 +12,6 @@ counting any element.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -22,7 +21,6 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from connectors.decode import MessageDecoder
 from connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
