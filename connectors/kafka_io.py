@@ -88,7 +88,7 @@ def pack_ipv4(addresses: np.ndarray) -> bytes:
 
 
 class PackedProducer:
-    """Publishes addresses as packed batches (or any raw values) with explicit timestamps."""
+    """Publishes message values (e.g. :func:`pack_ipv4` batches) with explicit timestamps."""
 
     def __init__(self, options: Mapping[str, Any], topic: str, *, transactional: bool = False) -> None:
         from kafka import KafkaProducer
@@ -114,13 +114,6 @@ class PackedProducer:
     def _check(futures) -> None:
         for future in futures:
             future.get(timeout=60)  # raises the send's KafkaError, if any
-
-    def send_addresses(self, addresses: np.ndarray, batch: int, timestamp_ms: int | None = None) -> None:
-        """Publish ``addresses`` in packed messages of at most ``batch`` addresses each."""
-        if batch < 1:
-            raise ValueError(f"PackedProducer: batch must be >= 1, got {batch}")
-        for i in range(0, len(addresses), batch):
-            self.send_value(pack_ipv4(addresses[i : i + batch]), timestamp_ms)
 
     def flush(self) -> None:
         """Wait until every message sent so far is acknowledged; raise if one failed."""

@@ -22,8 +22,7 @@ kafka_script=kafka-start
 source "$(dirname "${BASH_SOURCE[0]}")/kafka/common.sh"
 
 [[ $# -eq 0 ]] || kafka_die "takes no arguments (configure it with DPHHH_KAFKA_* variables)"
-timeout_s="${DPHHH_KAFKA_START_TIMEOUT:-60}"
-[[ "$timeout_s" =~ ^[0-9]+$ ]] || kafka_die "DPHHH_KAFKA_START_TIMEOUT must be whole seconds, got '$timeout_s'"
+timeout_s="$(kafka_seconds DPHHH_KAFKA_START_TIMEOUT 60)"
 
 if pid="$(kafka_running_pid)"; then
   echo "kafka-start: already running (pid $pid, $(grep -o 'PLAINTEXT://[^,]*' "$kafka_config" | head -n1))"

@@ -11,8 +11,7 @@ kafka_script=kafka-stop
 source "$(dirname "${BASH_SOURCE[0]}")/kafka/common.sh"
 
 [[ $# -eq 0 ]] || kafka_die "takes no arguments"
-timeout_s="${DPHHH_KAFKA_STOP_TIMEOUT:-30}"
-[[ "$timeout_s" =~ ^[0-9]+$ ]] || kafka_die "DPHHH_KAFKA_STOP_TIMEOUT must be whole seconds, got '$timeout_s'"
+timeout_s="$(kafka_seconds DPHHH_KAFKA_STOP_TIMEOUT 30)"
 
 if ! pid="$(kafka_running_pid)"; then
   echo "kafka-stop: not running"

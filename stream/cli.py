@@ -183,7 +183,7 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
 def _produce(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from connectors.kafka_io import PackedProducer
+    from connectors.kafka_io import PackedProducer, pack_ipv4
     from connectors.skips import SkipCounter
     from connectors.synthetic import synthetic_addresses
     from sketches.hierarchy import IPv4Hierarchy
@@ -205,7 +205,7 @@ def _produce(args: argparse.Namespace) -> int:
             part = np.asarray(chunk[i : i + args.batch], dtype=np.uint32)
             now_ms = int(time.time() * 1000)
             if args.format == "packed-ipv4":
-                producer.send_value(part.astype(">u4").tobytes(), now_ms)
+                producer.send_value(pack_ipv4(part), now_ms)
             else:
                 for a in part.tolist():
                     producer.send_value(f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode(), now_ms)
@@ -282,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoReadableInput as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 1
+
     except ValueError as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -142,15 +142,6 @@ def _open_common(op, runtime_context, step: str) -> None:
     op.metrics = _Counters(runtime_context.get_metrics_group().add_group(METRIC_GROUP).add_group(STEP_IDS[step]))
 
 
-def _debug_note(cfg: JobConfig, line: str) -> None:
-    """Test-only trace of scheduling events (no record content) when output.debug_sketch_dir is set."""
-    folder = cfg.values["output"]["debug_sketch_dir"]
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with open(Path(folder) / "trace.txt", "a") as fh:
-            fh.write(line + "\n")
-
-
 try:
     from pyflink.common.watermark_strategy import TimestampAssigner
 except ImportError:  # pragma: no cover
@@ -232,7 +223,6 @@ class DecodeOperator(ProcessFunction):
         start = self.windows.start_of(timestamp)
         if self.windows.is_late(start, ctx.timer_service().current_watermark()):
             self.metrics.inc("late_messages_dropped")
-            _debug_note(self.cfg, f"decode late window={start} wm={ctx.timer_service().current_watermark()}")
             return
         labelled = self.cfg.hierarchy.kind == "path"
         for p, levels in expand_by_partition(decoded.values, self.cfg).items():

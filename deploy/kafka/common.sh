@@ -58,3 +58,9 @@ kafka_tool() {
        -Dlog4j2.configurationFile="$kafka_conf_dir/tools-log4j2.properties" \
        -cp "$kafka_jars/*" "$class" "$@"
 }
+
+kafka_seconds() {  # NAME DEFAULT: prints the whole seconds in $NAME (or DEFAULT), dies otherwise
+  local value="${!1:-$2}"
+  [[ "$value" =~ ^[0-9]+$ ]] || kafka_die "$1 must be whole seconds, got '$value'"
+  echo "$value"
+}

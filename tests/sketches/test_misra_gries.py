@@ -195,6 +195,15 @@ def _neighbours(rng: np.random.Generator, kappa: int, domain: int, n: int, fresh
     return np.insert(x_prime, pos, extra), x_prime
 
 
+def _neighbour_sketches(rng: np.random.Generator, kappa: int, domain: int, n: int, fresh: bool):
+    """(sketch of X, sketch of X', X, X') for a random neighbouring pair (X has one extra element)."""
+    x, x_prime = _neighbours(rng, kappa, domain, n, fresh)
+    big, small = MisraGries(kappa), MisraGries(kappa)
+    big.update(x)
+    small.update(x_prime)
+    return big, small, x, x_prime
+
+
 def test_lemma_4_1_1_exactly_one_case_holds_and_both_occur():
     """On random neighbouring streams exactly one case of Lemma 4.1.1 holds, and both cases occur."""
     rng = np.random.default_rng(4242)
@@ -203,10 +212,7 @@ def test_lemma_4_1_1_exactly_one_case_holds_and_both_occur():
         kappa = int(rng.integers(1, 9))
         domain = int(rng.integers(1, 3 * kappa + 3))
         n = int(rng.integers(0, 15 * kappa + 10))
-        x, x_prime = _neighbours(rng, kappa, domain, n, fresh=trial % 3 == 0)
-        big, small = MisraGries(kappa), MisraGries(kappa)
-        big.update(x)
-        small.update(x_prime)
+        big, small, x, x_prime = _neighbour_sketches(rng, kappa, domain, n, fresh=trial % 3 == 0)
         case1, case2 = _lemma_cases(big.counters(), small.counters())
         assert case1 != case2, (kappa, x_prime.tolist(), x.tolist(), big.counters(), small.counters())
         seen["case1" if case1 else "case2"] += 1
@@ -225,10 +231,7 @@ def test_lemma_4_1_1_isolated_keys_have_counter_at_most_one():
         kappa = int(rng.integers(1, 12))
         domain = int(rng.integers(kappa, 2 * kappa + 4))
         n = int(rng.integers(0, 10 * kappa + 10))
-        x, x_prime = _neighbours(rng, kappa, domain, n, fresh=trial % 2 == 0)
-        big, small = MisraGries(kappa), MisraGries(kappa)
-        big.update(x)
-        small.update(x_prime)
+        big, small, _, _ = _neighbour_sketches(rng, kappa, domain, n, fresh=trial % 2 == 0)
         a, b = big.counters(), small.counters()
         for k in set(a) - set(b):
             assert a[k] <= 1, (k, a, b)
@@ -270,10 +273,7 @@ def test_lemma_4_1_1_at_most_two_isolated_keys_per_side():
         kappa = int(rng.integers(2, 9))
         domain = int(rng.integers(kappa, 3 * kappa + 3))
         n = int(rng.integers(0, 12 * kappa + 10))
-        xx, xp = _neighbours(rng, kappa, domain, n, fresh=trial % 3 == 0)
-        a, b = MisraGries(kappa), MisraGries(kappa)
-        a.update(xx)
-        b.update(xp)
+        a, b, xx, xp = _neighbour_sketches(rng, kappa, domain, n, fresh=trial % 3 == 0)
         one, two = _isolated(_state(a)[0], _state(b)[0])
         worst = max(worst, len(one), len(two))
         assert len(one) <= 2 and len(two) <= 2, (kappa, xp.tolist(), xx.tolist())
