@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from kafka.errors import KafkaError
+
 from connectors.files import INPUT_FORMATS
 from privacy.params import MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
@@ -282,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoReadableInput as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 1
-
+    except KafkaError as exc:  # broker unreachable, topic errors, …
+        print(f"dphhh {args.command}: error: kafka: {exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 2
