@@ -24,12 +24,11 @@ close because the input moves past them, never because the wall clock does.
    stops at the end offsets present at its start). Timed from the subprocess start; a reader
    thread (read_committed) notes when each window's report becomes readable in the reports topic.
    Rows: ``raw`` = N / (last report − process start); ``adjusted`` = N / (last report − process
-   start − the start-up run's time to its report); ``from 1st record`` = N / (last report − the
-   first moment the job's ``decode`` counter ``messages_in`` was seen > 0 on the job's Prometheus
-   endpoint, polled every 0.2 s: an upper bound of the first record's processing time, so this
-   rate errs slightly high); ``tasks running`` = N / (last report − the time the Flink log shows the
-   last task switching to RUNNING). Also printed: time to the first report, time to process exit.
-3. ``e2e 1/msg``: the same with one address per message (default 2·10^5 messages, ``--quick``
+   start − the start-up run's time to its report); ``tasks running`` = N / (last report − the time
+   the Flink log shows the last task switching to RUNNING). Also printed: time to the first report,
+   time to process exit. (The job exports no per-record counter to time the first record by: such
+   counters count the stream exactly, spec §0 (c).)
+3. ``e2e 1/msg``: the same with one address per message (default 10^6 messages, ``--quick``
    2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
    ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
    the job's messages/s over the consume-only loop's messages/s.
@@ -75,7 +74,6 @@ import tempfile
 import threading
 import time
 import traceback
-import urllib.request
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -320,34 +318,6 @@ class ReportWatcher(threading.Thread):
         return predicate()
 
 
-class MetricProbe(threading.Thread):
-    """Polls the job's Prometheus endpoint until the decode step's ``messages_in`` is > 0."""
-
-    PATTERN = re.compile(r"^\w*dphhh_decode_messages_in(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
-
-    def __init__(self, port: int, interval_s: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        self.interval_s = interval_s
-        self.first_seen: float | None = None
-        self.endpoint_seen = False
-        self.stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as response:
-                    text = response.read().decode("utf-8", "replace")
-                self.endpoint_seen = True
-                total = sum(float(v) for v in self.PATTERN.findall(text))
-                if total > 0:
-                    self.first_seen = time.monotonic()
-                    return
-            except (OSError, ValueError):
-                pass
-            self.stop_event.wait(self.interval_s)
-
-
 # ------------------------------------------------------------------------------------------------
 # Job runs
 
@@ -430,7 +400,6 @@ def tasks_running_at(files: list[Path]) -> float | None:
 class JobResult:
     name: str
     rc: int | None = None
-    first_processed: float | None = None  # seconds after the process start
     first_report: float | None = None
     last_report: float | None = None
     exited: float | None = None
@@ -442,7 +411,7 @@ class JobResult:
 
 
 class Job:
-    """One ``dphhh run`` subprocess with its configuration, report watcher and metric probe."""
+    """One ``dphhh run`` subprocess with its configuration and report watcher."""
 
     def __init__(self, bench: "Bench", name: str, topics: dict[str, str], *, bounded: bool,
                  fmt: str = "packed-ipv4", checkpoint_ms: int = 2000) -> None:
@@ -468,13 +437,12 @@ class Job:
         self.proc: subprocess.Popen | None = None
         self.watcher: ReportWatcher | None = None
 
-    def start(self, probe: bool = True) -> None:
+    def start(self) -> None:
         self.watcher = ReportWatcher(self.bench.kafka.options, self.topics["reports_topic"])
         self.watcher.start()
         self.watcher.ready.wait(30)
         if self.watcher.error is not None:
             raise RuntimeError(f"{self.name}: cannot read {self.topics['reports_topic']}: {self.watcher.error}")
-        self.probe = MetricProbe(self.port)
         sets = [a for s in self.bench.job_set for a in ("--set", s)]
         self.stdout = open(self.dir / "job.stdout", "wb")
         self.stderr = open(self.dir / "job.stderr", "wb")
@@ -484,8 +452,6 @@ class Job:
             [*dphhh_command(), "run", "--replay", "no", "--config", str(self.config), *sets],
             cwd=self.dir, stdout=self.stdout, stderr=self.stderr, env=job_environment(), start_new_session=True,
         )
-        if probe:
-            self.probe.start()
         log(f"  {self.name}: job started (pid {self.proc.pid}, run folder {self.dir / 'run'})")
 
     def alive(self) -> bool:
@@ -544,20 +510,14 @@ class Job:
             time.sleep(3)
             if _group_members(self.proc.pid):
                 self._signal_group(signal.SIGKILL)
-        for thread in (self.watcher, self.probe):
-            thread.stop_event.set()
-            if thread.ident is not None:  # started
-                thread.join(timeout=5)
+        self.watcher.stop_event.set()
+        if self.watcher.ident is not None:  # started
+            self.watcher.join(timeout=5)
         self.stdout.close()
         self.stderr.close()
         r = self.result
         r.rc = self.proc.returncode
         r.reports = len(self.watcher.arrivals)
-        if self.probe.first_seen is not None:
-            r.first_processed = self.probe.first_seen - self.t0
-        elif self.probe.ident is not None:
-            r.note += ("; " if r.note else "") + ("metric probe: messages_in never seen" if self.probe.endpoint_seen
-                                                  else "metric probe: Prometheus endpoint never answered")
         if self.watcher.arrivals:
             r.first_report = self.watcher.arrivals[0][0] - self.t0
         files = sorted((self.dir / "run" / "log").glob("*")) + [self.dir / "job.stderr"]
@@ -623,8 +583,7 @@ class Bench:
         if result.rc != 0 and (job.dir / "job.stderr").exists():
             tail = (job.dir / "job.stderr").read_text(errors="replace")[-2000:]
             log(f"  {name}: the job failed (exit status {result.rc}); end of its stderr:\n{tail}")
-        log(f"  {name}: after the process start: first record processed (metric) {fmt_s(result.first_processed)}, "
-            f"tasks running {fmt_s(result.tasks_running)}, first report {fmt_s(result.first_report)}, "
+        log(f"  {name}: after the process start: tasks running {fmt_s(result.tasks_running)}, first report {fmt_s(result.first_report)}, "
             f"last report {fmt_s(result.last_report)}, exit {fmt_s(result.exited)}; "
             f"{result.reports}/{windows} reports")
         if result.reports != windows:
@@ -680,13 +639,10 @@ class Bench:
             row(f"adjusted (− start-up {startup.first_report:.1f} s)", adjusted, True)
         if result.tasks_running is not None:
             row("tasks running (Flink log) → last report", result.last_report - result.tasks_running, True)
-        if result.first_processed is not None:
-            row("1st record processed → last report", result.last_report - result.first_processed, True)
         self.notes.append(
             f"{label}: {windows} window(s), {result.reports}/{windows} reports; first report {fmt_s(result.first_report)}, "
             f"last report {fmt_s(result.last_report)}, process exit {fmt_s(result.exited)} after the process start; "
-            f"tasks running after {fmt_s(result.tasks_running)}, first record processed (metric) after "
-            f"{fmt_s(result.first_processed)}" + (f"; {result.note}" if result.note else ""))
+            f"tasks running after {fmt_s(result.tasks_running)}" + (f"; {result.note}" if result.note else ""))
 
     def latency(self) -> None:
         a = self.args
@@ -708,7 +664,7 @@ class Bench:
                 producer.flush()
                 sent = producer.messages
                 if rep == 0:
-                    job.start(probe=False)
+                    job.start()
                 log(f"  window {rep}: {a.latency_addresses:,} addresses published; waiting until the job has "
                     "processed them (its committed offset reaches the end) ...")
                 deadline = time.monotonic() + a.job_timeout
@@ -801,9 +757,7 @@ def print_table(bench: Bench, args: argparse.Namespace, load_start: tuple[float,
         print(f"note: {note}")
     print("note: ratio = the job's messages/s over the consume-only loop's messages/s on the same topic. Start-up "
           "varies from job to job under load, so the 'adjusted' rows can be off by seconds; 'tasks running' rows start "
-          "when the Flink log shows the last task RUNNING (operators opened, Python workers up); '1st record processed' "
-          "rows start at the first sighting (0.2-s polling) of the decode step's messages_in metric on the job's "
-          "Prometheus endpoint, so they err slightly high")
+          "when the Flink log shows the last task RUNNING (operators opened, Python workers up)")
     print("job logs (ERROR lines, failed tasks, restarts, checkpoint failures, tracebacks):")
     for name, r in bench.results.items():
         print(f"  {name:<9} exit {r.rc}: {r.problems.summary()}" + (f"  [{r.note}]" if r.note else ""))
@@ -818,8 +772,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1000, help="addresses per packed message (default 1000)")
     ap.add_argument("--window-addresses", type=int, default=1_000_000,
                     help="packed scenario: about this many addresses per 10-s window (default 10^6)")
-    ap.add_argument("--single-messages", type=int, default=200_000,
-                    help="one-address-per-message scenario: messages (default 2·10^5)")
+    ap.add_argument("--single-messages", type=int, default=1_000_000,
+                    help="one-address-per-message scenario: messages (default 10^6)")
     ap.add_argument("--single-windows", type=int, default=4, help="windows of that scenario (default 4)")
     ap.add_argument("--single-format", choices=("packed", "text"), default="packed",
                     help="one address per message as a 4-byte packed message (default) or a dotted quad")

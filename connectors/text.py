@@ -37,6 +37,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "iter_text_lines",
     "parse_ipv4",
+    "parse_ipv4_each",
     "parse_ipv6",
     "parse_paths",
 ]
@@ -210,6 +211,19 @@ def parse_ipv4(lines: list[str], skips: SkipCounter) -> np.ndarray:
         out.append(values[valid].astype(np.uint32))
     skips.add("bad_ipv4", bad)
     return np.concatenate(out) if out else np.empty(0, dtype=np.uint32)
+
+
+def parse_ipv4_each(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 values, valid mask) with one entry per text, in order: the same grammar as
+    :func:`parse_ipv4` (surrounding whitespace stripped), without dropping the invalid ones."""
+    values = np.zeros(len(texts), dtype=np.uint32)
+    valid = np.zeros(len(texts), dtype=bool)
+    for start in range(0, len(texts), _IPV4_BATCH):
+        batch = [s.strip() for s in texts[start : start + _IPV4_BATCH]]
+        v, ok = _parse_ipv4_batch(batch)
+        values[start : start + len(batch)] = np.where(ok, v, 0).astype(np.uint32)
+        valid[start : start + len(batch)] = ok
+    return values, valid
 
 
 # --------------------------------------------------------------------------------------------

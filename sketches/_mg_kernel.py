@@ -35,8 +35,29 @@ is O(n) for everything but the sorts, O(n log κ) in the worst case, without all
 
 from __future__ import annotations
 
+import builtins
+import sys
+
 import numpy as np
-from numba import njit
+
+
+def _make_print_findable() -> None:
+    """Let numba import inside PyFlink's process-mode Python worker.
+
+    That worker replaces ``builtins.print`` by a bound method defined in its own module, and
+    numba's import registers ``print`` after checking that ``getattr(print.__module__, "print")``
+    is that very object, which fails (AttributeError) for a bound method. Naming the current
+    ``print`` in its module makes the check hold; elsewhere this does nothing."""
+    current = builtins.print
+    module = sys.modules.get(getattr(current, "__module__", None) or "builtins")
+    name = getattr(current, "__name__", "print")
+    if module is not None and getattr(module, name, None) is not current:
+        setattr(module, name, current)
+
+
+_make_print_findable()
+
+from numba import njit  # noqa: E402  (after the fix above)
 
 ZPTR, ZLEN, DECREMENTS, TOTAL = 0, 1, 2, 3
 META_SIZE = 4

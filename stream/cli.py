@@ -242,10 +242,24 @@ def _reports(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (``kill``, service managers) stops a long-running command as Ctrl-C does: cleanly."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dphhh`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("run", "demo", "reports", "produce"):
+        _stop_on_sigterm()
     try:
         if args.command == "hhh":
             return _run_hhh(args, args.input)
@@ -281,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(report, indent=2))
             print("dphhh exact: NON-PRIVATE output: do not publish", file=sys.stderr)
             return 0
+    except KeyboardInterrupt:  # a second Ctrl-C during a clean stop, or Ctrl-C outside a job
+        print(f"\ndphhh {args.command}: interrupted", file=sys.stderr)
+        return 130
     except NoReadableInput as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -65,6 +65,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "restart_attempts": 3,
         "prometheus_port": "9249-9259",
         "remote": "",  # host:port of a Flink JobManager; empty = embedded MiniCluster
+        # messages are packed into batches on the Java side before they reach the Python decoder
+        "batch_max_messages": 4096,
+        "batch_max_bytes": 1 << 20,
+        "batch_max_delay_ms": 100,
     },
     "output": {
         "reports_file": "var/reports.jsonl",
@@ -179,6 +183,9 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
             raise ConfigError(f"config: window.{key} must be >= 0, got {w[key]}")
     if f["parallelism"] < 1:
         raise ConfigError(f"config: flink.parallelism must be >= 1, got {f['parallelism']}")
+    for key in ("batch_max_messages", "batch_max_bytes", "batch_max_delay_ms"):
+        if not 1 <= f[key] < 2**31:
+            raise ConfigError(f"config: flink.{key} must be between 1 and 2^31 - 1, got {f[key]}")
     if f["checkpoint_interval_ms"] < 100:
         raise ConfigError(f"config: flink.checkpoint_interval_ms must be >= 100, got {f['checkpoint_interval_ms']}")
     try:

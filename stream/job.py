@@ -1,6 +1,7 @@
 """The Flink job graph of the stream engine and its submission (embedded MiniCluster by default).
 
-Kafka source (record timestamp = event time) → ``decode`` → key by sketch id → ``sketch`` → key by
+Kafka source (record timestamp = event time) → ``batch`` (Java: consecutive messages packed
+into one record, flushed before every watermark and barrier) → ``decode`` → key by sketch id → ``sketch`` → key by
 one constant → ``release`` → Kafka reports sink (exactly once, transactional) ; the dead-letter side
 output of ``decode`` → Kafka dead-letter sink. Checkpoints make state and Kafka offsets exactly
 once; the release ledger makes each window's report computed once and published identically.
@@ -20,7 +21,7 @@ from pathlib import Path
 from .config import JobConfig
 from .operators import STEP_IDS, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator, dead_letter_tag
 
-__all__ = ["ROOT", "ensure_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = ["ROOT", "ensure_jars", "ensure_operator_jar", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
@@ -39,6 +40,44 @@ def ensure_jars() -> list[Path]:
     return found
 
 
+JAVA_SOURCES = ROOT / "deploy" / "java"
+
+
+def ensure_operator_jar() -> Path:
+    """dphhh's own Java operators (deploy/java/), compiled once per source version with ``javac``
+    against PyFlink's bundled Flink jars; returns the jar."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    import pyflink
+
+    sources = sorted(JAVA_SOURCES.rglob("*.java"))
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    jar = ROOT / "deploy" / "jars" / "dphhh" / f"dphhh-operators-{digest}.jar"
+    if jar.exists():
+        return jar
+    javac, jar_tool = shutil.which("javac"), shutil.which("jar")
+    if javac is None or jar_tool is None:
+        raise RuntimeError("job: 'javac' and 'jar' (a JDK 17) are needed to build deploy/java/; "
+                           "Debian: apt-get install openjdk-17-jdk-headless")
+    flink_lib = Path(pyflink.__file__).resolve().parent / "lib"
+    classpath = ":".join(str(p) for p in sorted(flink_lib.glob("flink-dist-*.jar")))
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
+        classes = Path(tmp) / "classes"
+        built = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
+                                *map(str, sources)], capture_output=True, text=True)
+        if built.returncode != 0:
+            raise RuntimeError(f"job: compiling deploy/java/ failed:\n{built.stderr.strip()}")
+        staged = Path(tmp) / jar.name
+        subprocess.run([jar_tool, "cf", str(staged), "-C", str(classes), "."], check=True)
+        for old in jar.parent.glob("dphhh-operators-*.jar"):
+            old.unlink()
+        staged.replace(jar)
+    return jar
+
+
 def prepare_gateway(run_dir: Path) -> None:
     """Environment for PyFlink's JVM; call before creating any PyFlink object in this process."""
     import pyflink
@@ -54,6 +93,34 @@ def prepare_gateway(run_dir: Path) -> None:
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
     os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
+    # Python operators run in worker processes started by the task managers, as on a cluster, not
+    # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's
+    # Python work then uses more than one core, a worker can fail (and be restarted) on its own, and
+    # the terminal's Ctrl-C reaches this process's clean cancel, not the workers' gRPC threads.
+    os.environ["_python_worker_execution_mode"] = "process"
+    _launch_gateway_logging_to(run_dir / "log" / "gateway.out")
+
+
+def _launch_gateway_logging_to(path: Path) -> None:
+    """Start PyFlink's JVM with its stdout/stderr (and so its Python workers') in ``path``: the
+    terminal keeps dphhh's own messages only (e.g. no gRPC tracebacks of workers torn down by a
+    cancel). Job failures still reach this process through the gateway."""
+    from pyflink.java_gateway import get_gateway
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        get_gateway()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
 
 
 def flink_configuration(cfg: JobConfig, run_dir: Path):
@@ -64,7 +131,8 @@ def flink_configuration(cfg: JobConfig, run_dir: Path):
     conf = Configuration()
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.execution-mode", "process")
-    conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in ensure_jars()))
+    jars = [*ensure_jars(), ensure_operator_jar()]
+    conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in jars))
     conf.set_string("pipeline.name", "dphhh")
     conf.set_string("parallelism.default", str(f["parallelism"]))
     conf.set_string("execution.runtime-mode", "STREAMING")
@@ -95,6 +163,20 @@ def _kafka_properties(builder, cfg: JobConfig):
         if key != "bootstrap.servers":
             builder = builder.set_property(key, str(value))
     return builder
+
+
+def _batched(records, cfg: JobConfig):
+    """``records`` (message values) packed into batch records by the Java ``MessageBatcher``."""
+    from pyflink.common import Types
+    from pyflink.datastream.data_stream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    f = cfg.values["flink"]
+    raw = Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()
+    batcher = get_gateway().jvm.io.dphhh.flink.MessageBatcher(
+        f["batch_max_messages"], f["batch_max_bytes"], f["batch_max_delay_ms"]
+    )
+    return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
 
 
 def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
@@ -137,8 +219,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     else:
         records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
 
+    batched = _batched(records, cfg)
     batches = (
-        records.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+        batched.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
         .name(STEP_IDS["decode"])
         .uid(STEP_IDS["decode"])
     )

@@ -28,12 +28,15 @@ import numpy as np
 from connectors.decode import MessageDecoder
 from connectors.report_sink import JsonLinesReportFile
 from privacy.window import release_sketch
+from sketches.hierarchy import Hierarchy
 from sketches.misra_gries import MisraGries
 from sketches.partition import partition_of
 
 from .assembler import WindowAssembler, noise_source_factory, sketch_id, sketch_of_id
 from .config import JobConfig
+from .decode_batch import decode_batch
 from .ledger import ReleaseLedger
+from .message_batch import BatchFormatError
 from .windows import MAX_WATERMARK, TumblingWindows
 
 try:  # PyFlink is needed to run the job, not to import the plain logic above
@@ -45,9 +48,9 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
 __all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "JsonTimeAssigner", "STEP_IDS", "expand",
-           "expand_by_partition"]
+           "expand_by_partition", "ipv4_payloads", "pack_levels", "unpack_levels"]
 
-STEP_IDS = {"source": "kafka-source", "decode": "decode", "sketch": "sketch", "release": "release",
+STEP_IDS = {"source": "kafka-source", "batch": "batch", "decode": "decode", "sketch": "sketch", "release": "release",
             "reports": "reports-sink", "dead_letter": "dead-letter-sink"}
 METRIC_GROUP = "dphhh"
 
@@ -90,19 +93,64 @@ def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np
     return out
 
 
+# Payload of one decode → sketch record: an int64 header (kind, element count), then
+#   _KEYS:        the h per-level lengths and key arrays (int64) — any hierarchy;
+#   _IPV4:        the addresses (uint32), every level's keys in this partition (IPv4, P = 1);
+#   _IPV4_MASKED: the addresses (uint32) and a uint32 level mask each (bit l-1: level l's key is in
+#                 this partition) — IPv4, P > 1. IPv4 keys are masked addresses, so shipping the
+#                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
+_KEYS, _IPV4, _IPV4_MASKED = 0, 1, 2
+
+
+def _header(kind: int, n: int) -> bytes:
+    return np.array([kind, n], dtype=np.int64).tobytes()
+
+
 def pack_levels(arrays: list[np.ndarray]) -> bytes:
-    """One payload for all levels: the h lengths, then the h key arrays (int64)."""
+    """A ``_KEYS`` payload: the h lengths, then the h key arrays (int64)."""
     sizes = np.array([a.size for a in arrays], dtype=np.int64)
-    return np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
+    body = np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
+    return _header(_KEYS, int(sizes.sum())) + body
 
 
-def unpack_levels(payload: bytes, h: int) -> list[np.ndarray]:
-    """Inverse of :func:`pack_levels`."""
-    flat = np.frombuffer(payload, dtype=np.int64)
+def ipv4_payloads(values: np.ndarray, cfg: JobConfig) -> dict[int, bytes]:
+    """partition → payload of IPv4 ``values`` (the compact ``_IPV4`` / ``_IPV4_MASKED`` kinds)."""
+    hierarchy, parts = cfg.hierarchy, cfg.params.partitions
+    addrs = np.ascontiguousarray(values, dtype=np.uint32)
+    if parts == 1:
+        return {0: _header(_IPV4, addrs.size) + addrs.tobytes()} if addrs.size else {}
+    masks = np.zeros((parts, addrs.size), dtype=np.uint32)
+    for level in range(1, hierarchy.h + 1):
+        owner = partition_of(hierarchy, hierarchy.keys(addrs, level), level, parts)
+        masks[owner, np.arange(addrs.size)] |= np.uint32(1 << (level - 1))
+    out = {}
+    for p in range(parts):
+        chosen = masks[p] != 0
+        n = int(np.count_nonzero(chosen))
+        if n:
+            out[p] = _header(_IPV4_MASKED, n) + addrs[chosen].tobytes() + masks[p][chosen].tobytes()
+    return out
+
+
+def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
+    """The h per-level key arrays (int64, input order) of any payload kind."""
+    h = hierarchy.h
+    kind, n = np.frombuffer(payload, dtype=np.int64, count=2).tolist()
+    if kind == _IPV4:
+        addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
+        return [hierarchy.keys(addrs, level) for level in range(1, h + 1)]
+    if kind == _IPV4_MASKED:
+        addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
+        masks = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16 + 4 * n)
+        return [hierarchy.keys(addrs[(masks >> np.uint32(level - 1)) & np.uint32(1) == 1], level)
+                for level in range(1, h + 1)]
+    if kind != _KEYS:
+        raise ValueError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
+    flat = np.frombuffer(payload, dtype=np.int64, offset=16)
     out, start = [], h
-    for n in flat[:h].tolist():
-        out.append(flat[start : start + n])
-        start += n
+    for size in flat[:h].tolist():
+        out.append(flat[start : start + size])
+        start += size
     return out
 
 
@@ -180,7 +228,8 @@ class _Counters:
 
 
 class DecodeOperator(ProcessFunction):
-    """Decode, drop late records, expand per level and partition (stateless)."""
+    """Decode a batch of messages (from the Java ``MessageBatcher``), dead-letter bad ones, drop
+    late ones, expand the rest per level and partition (stateless)."""
 
     def __init__(self, cfg_values: dict) -> None:
         self.cfg_values = cfg_values
@@ -208,29 +257,29 @@ class DecodeOperator(ProcessFunction):
             self.ticked = mark
             for p in self.partitions:
                 yield p, TICK, b"", b""
-        timestamp = ctx.timestamp()
-        decoded = self.decoder.decode(value)
-        if not decoded.ok:
-            self.metrics.inc(f"bad_records_{decoded.reason}")
-            yield self.tag, dead_letter_record(decoded.reason, value, timestamp)
+        try:
+            outcome = decode_batch(value, self.decoder, self.windows, watermark)
+        except BatchFormatError:  # jar and worker disagree: keep the bytes, never crash the job
+            self.metrics.inc("bad_records_bad_batch")
+            yield self.tag, dead_letter_record("bad_batch", value, ctx.timestamp())
             return
-        if decoded.event_time is not None:
-            timestamp = decoded.event_time
-        if timestamp is None or timestamp < 0:
-            self.metrics.inc("bad_records_no_timestamp")
-            yield self.tag, dead_letter_record("no_timestamp", value, timestamp)
-            return
-        start = self.windows.start_of(timestamp)
-        if self.windows.is_late(start, ctx.timer_service().current_watermark()):
-            self.metrics.inc("late_messages_dropped")
-            return
+        for reason, message, timestamp in outcome.dead:
+            self.metrics.inc(f"bad_records_{reason}")
+            yield self.tag, dead_letter_record(reason, message, timestamp)
+        if outcome.late:
+            self.metrics.inc("late_messages_dropped", outcome.late)
         labelled = self.cfg.hierarchy.kind == "path"
-        for p, levels in expand_by_partition(decoded.values, self.cfg).items():
-            labels = b""
-            if labelled:  # hashed keys: ship their prefixes so that reports can name them
-                labels = pickle.dumps({lv: self.cfg.hierarchy.labels_of(keys, lv)
-                                       for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
-            yield p, start, pack_levels(levels), labels
+        for start, values in outcome.windows:
+            if self.cfg.hierarchy.kind == "ipv4":
+                for p, payload in ipv4_payloads(values, self.cfg).items():
+                    yield p, start, payload, b""
+                continue
+            for p, levels in expand_by_partition(values, self.cfg).items():
+                labels = b""
+                if labelled:  # hashed keys: ship their prefixes so that reports can name them
+                    labels = pickle.dumps({lv: self.cfg.hierarchy.labels_of(keys, lv)
+                                           for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
+                yield p, start, pack_levels(levels), labels
 
 
 class SketchOperator(KeyedProcessFunction):
@@ -285,7 +334,7 @@ class SketchOperator(KeyedProcessFunction):
             sketches = [MisraGries(self.cfg.params.counters) for _ in range(self.cfg.hierarchy.h)]
             self.cache[(partition, window)] = sketches
             ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
-        for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy.h)):
+        for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy)):
             sketch.update(keys)
         self.state.put(window, pack_sketches(sketches))
         if labels:

@@ -62,11 +62,12 @@ def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: f
             time.sleep(0.2)
         result.result()
     except KeyboardInterrupt:
-        _say("dphhh: stopping the job ...")
+        _say("\ndphhh: stopping the job (Ctrl-C again to force) ...")
         try:
             client.cancel().result()
         except Exception:  # the job may have ended meanwhile
             pass
+        _say("dphhh: job stopped")
         raise
 
 

@@ -12,7 +12,7 @@ import pytest
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from privacy.params import HHHParams
 from privacy.window import release_sketch
-from sketches.hierarchy import IPv4Hierarchy
+from sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
 from sketches.misra_gries import MisraGries
 from stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
 from stream.config import ConfigError, load_config
@@ -128,6 +128,8 @@ def test_config_layers_and_errors(tmp_path: Path) -> None:
         ('[input]\nformat = "csv"\n', "input.format"),
         ('[hierarchy]\nspec = "ipv4:16,8"\n', "hierarchy.spec"),
         ('[kafka]\nstart = "middle"\n', "kafka.start"),
+        ('[flink]\nbatch_max_messages = 0\n', "flink.batch_max_messages"),
+        ('[flink]\nbatch_max_delay_ms = -5\n', "flink.batch_max_delay_ms"),
         ('not toml', "not valid TOML"),
     ]:
         path.write_text(bad)
@@ -165,7 +167,7 @@ def test_level_payloads_and_sketch_state_round_trip() -> None:
     from stream.operators import pack_levels, pack_sketches, unpack_levels, unpack_sketches
 
     arrays = [np.arange(3, dtype=np.int64), np.empty(0, np.int64), np.array([7, 7, 9], np.int64)]
-    back = unpack_levels(pack_levels(arrays), 3)
+    back = unpack_levels(pack_levels(arrays), parse_hierarchy("path:3"))
     assert [a.tolist() for a in back] == [a.tolist() for a in arrays]
     sketches = [MisraGries(4) for _ in range(3)]
     for sk, keys in zip(sketches, arrays):

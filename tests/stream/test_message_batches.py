@@ -1,0 +1,150 @@
+"""Batched decoding: the Java batcher's record layout, decoding many messages at once, and the
+compact decode → sketch payloads — each checked against the one-message-at-a-time reference."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from connectors.decode import MessageDecoder
+from connectors.kafka_io import pack_ipv4
+from connectors.text import parse_ipv4_each
+from stream.config import load_config
+from stream.decode_batch import decode_batch
+from stream.message_batch import NO_TIMESTAMP, BatchFormatError, pack_batch, unpack_batch
+from stream.operators import expand_by_partition, ipv4_payloads, unpack_levels
+from stream.windows import TumblingWindows
+
+
+def _random_message(rng: random.Random) -> bytes | None:
+    """A message of any kind: good and bad IPv4 text, packed bytes, JSON, paths, junk, None."""
+    kind = rng.randrange(11)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(14)))
+    if kind == 2:
+        return ".".join(str(rng.randrange(300)) for _ in range(4)).encode()
+    if kind == 3:
+        return rng.choice([b" 10.0.0.1 ", b"::1", b"1.2.3", b"01.2.3.4", b"\xff\xfe", b"1.2.3.4\n"])
+    if kind == 4:
+        return json.dumps({"ip": f"10.0.{rng.randrange(3)}.1", "ts": rng.randrange(-5, 50_000)}).encode()
+    if kind == 5:
+        return rng.choice([b'{"ip": 5}', b"{bad", b'{"dst": "1.2.3.4"}', b'{"ip": "1.2.3.4", "ts": "x"}'])
+    if kind == 6:
+        return "/".join(rng.choice(["de", "fr", "", " a ", "b"]) for _ in range(rng.randrange(1, 6))).encode()
+    if kind == 7:
+        return b"x" * rng.randrange(60, 80)  # oversized at max_message_bytes=64
+    return bytes(rng.randrange(256) for _ in range(4 * rng.randrange(1, 5)))
+
+
+DECODERS = {
+    "packed-ipv4": dict(),
+    "text-ipv4": dict(),
+    "json": dict(json_field="ip", json_time_field="ts"),
+    "json-no-time": dict(json_field="ip"),
+    "path": dict(path_depth=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS))
+def test_decode_many_equals_decoding_one_message_at_a_time(name: str) -> None:
+    """For every format, decode_many gives each message the reason, values and event time decode gives it."""
+    fmt = "json" if name.startswith("json") else name
+    decoder = MessageDecoder(fmt, max_message_bytes=64, **DECODERS[name])
+    rng = random.Random(name)
+    messages = [_random_message(rng) for _ in range(4000)]
+    many = decoder.decode_many(messages)
+    one = [decoder.decode(m) for m in messages]
+    assert many.reasons == [d.reason for d in one]
+    assert many.counts.tolist() == [len(d.values) if d.ok else 0 for d in one]
+    assert [str(v) for v in list(many.values)] == [str(v) for d in one if d.ok for v in list(d.values)]
+    if fmt == "json":
+        assert many.event_times.tolist() == [-1 if d.event_time is None else d.event_time for d in one]
+    assert 0 < sum(r is None for r in many.reasons) < len(messages)  # the sample mixes good and bad
+
+
+def test_parse_ipv4_each_keeps_one_entry_per_text() -> None:
+    """Every text gets a value and a validity flag, in order, with parse_ipv4's grammar."""
+    values, valid = parse_ipv4_each(["1.2.3.4", "256.1.1.1", " 10.0.0.1", "", "0.0.0.0"])
+    assert valid.tolist() == [True, False, True, False, True]
+    assert values[valid].tolist() == [0x01020304, 0x0A000001, 0]
+
+
+def test_batch_layout_round_trips_and_rejects_corruption() -> None:
+    """pack_batch/unpack_batch round-trip values, nulls and missing timestamps; damage is refused."""
+    values = [b"abc", None, b"", b"\x00" * 9]
+    timestamps = [5, None, -1, 2**40]
+    data = pack_batch(timestamps, values)
+    ts, back = unpack_batch(data)
+    assert back == values
+    assert ts.tolist() == [5, NO_TIMESTAMP, -1, 2**40]
+    empty_ts, empty_values = unpack_batch(pack_batch([], []))
+    assert empty_ts.size == 0 and empty_values == []
+    for broken in (b"", b"DPB2" + data[4:], data[:-1], data + b"x", data[:10]):
+        with pytest.raises(BatchFormatError, match="Possible corruption"):
+            unpack_batch(broken)
+
+
+def test_decode_batch_matches_the_message_by_message_rules() -> None:
+    """Bad messages are dead-lettered with their reason and Kafka time, messages without a time as
+    no_timestamp, late ones counted, and the rest grouped by window in input order."""
+    windows = TumblingWindows(1000)
+    decoder = MessageDecoder("text-ipv4")
+    messages = [b"10.0.0.1", b"bad", b"10.0.0.2", b"10.0.0.3", b"10.0.0.4", b"10.0.0.5", b"10.0.0.6"]
+    timestamps = [1500, 1600, None, 200, 2100, 1999, -3]
+    out = decode_batch(pack_batch(timestamps, messages), decoder, windows, watermark=999)
+    assert out.dead == [("bad_ipv4", b"bad", 1600), ("no_timestamp", b"10.0.0.2", None),
+                        ("no_timestamp", b"10.0.0.6", -3)]
+    assert out.late == 1  # 200 is in window [0, 1000), released at watermark 999
+    assert [(start, v.tolist()) for start, v in out.windows] == [
+        (1000, [0x0A000001, 0x0A000005]), (2000, [0x0A000004])]
+
+
+def test_decode_batch_takes_json_event_time_over_the_kafka_timestamp() -> None:
+    """With a JSON time field, the message's own time chooses its window."""
+    decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
+    messages = [json.dumps({"ip": "1.1.1.1", "t": 5500}).encode(), json.dumps({"ip": "2.2.2.2", "t": 10}).encode()]
+    out = decode_batch(pack_batch([1, 1], messages), decoder, TumblingWindows(1000), watermark=-(2**63))
+    assert [(s, v.tolist()) for s, v in out.windows] == [(0, [0x02020202]), (5000, [0x01010101])]
+
+
+def test_decode_batch_of_paths_keeps_them_as_strings() -> None:
+    """Path values stay a list of normalised strings per window."""
+    out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3),
+                       TumblingWindows(10), watermark=0)
+    assert out.windows == [(0, ["a/b/c", "d/e/f"])]
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_ipv4_payloads_carry_the_same_keys_as_the_level_arrays(partitions: int) -> None:
+    """The compact IPv4 payload of each partition unpacks to exactly expand_by_partition's keys."""
+    cfg = load_config(overrides=[f"privacy.partitions={partitions}", "hierarchy.spec=ipv4:8,16,24,32"], environ={})
+    values = np.random.default_rng(partitions).integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
+    values[:2000] = values[:2000] & np.uint32(0xFFFF0000)  # shared prefixes
+    expected = expand_by_partition(values, cfg)
+    payloads = ipv4_payloads(values, cfg)
+    assert sorted(payloads) == sorted(expected)
+    for p, levels in expected.items():
+        got = unpack_levels(payloads[p], cfg.hierarchy)
+        assert [g.tolist() for g in got] == [e.tolist() for e in levels]
+    assert ipv4_payloads(np.empty(0, np.uint32), cfg) == {}
+
+
+def test_unknown_payload_kind_is_refused() -> None:
+    """A payload of an unknown kind is a clear error, not a silent empty sketch update."""
+    cfg = load_config(environ={})
+    with pytest.raises(ValueError, match="Possible corruption"):
+        unpack_levels(np.array([9, 0], dtype=np.int64).tobytes(), cfg.hierarchy)
+
+
+def test_packed_messages_split_across_windows_keep_order() -> None:
+    """Packed messages of several addresses land in their windows with every address, in order."""
+    a, b, c = pack_ipv4(np.array([1, 2], np.uint32)), pack_ipv4(np.array([3], np.uint32)), b"\x00\x01"
+    out = decode_batch(pack_batch([10, 1010, 20], [a, b, c]), MessageDecoder("packed-ipv4"),
+                       TumblingWindows(1000), watermark=-(2**63))
+    assert out.dead == [("bad_length", c, 20)]
+    assert [(s, v.tolist()) for s, v in out.windows] == [(0, [1, 2]), (1000, [3])]
