@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import threading
 import time
@@ -57,18 +59,42 @@ def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: f
             if on_tick is not None:
                 on_tick()
             if deadline is not None and time.monotonic() > deadline:
-                client.cancel().result()
+                cancel_job(client)
                 raise TimeoutError(f"job: still running after {timeout_s:.0f} s; cancelled")
             time.sleep(0.2)
         result.result()
     except KeyboardInterrupt:
-        _say("\ndphhh: stopping the job (Ctrl-C again to force) ...")
-        try:
-            client.cancel().result()
-        except Exception:  # the job may have ended meanwhile
-            pass
+        _say("\ndphhh: stopping the job ...")
+        with signals_deferred():
+            cancel_job(client)
         _say("dphhh: job stopped")
         raise
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ignore SIGINT/SIGTERM inside the block (a clean stop is not interrupted by a second Ctrl-C),
+    then restore the handlers; a no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def cancel_job(client, timeout_s: float = 30.0) -> None:
+    """Cancel the job and wait up to ``timeout_s`` for Flink to confirm (it may have ended already)."""
+    try:
+        from pyflink.java_gateway import get_gateway
+
+        seconds = get_gateway().jvm.java.util.concurrent.TimeUnit.SECONDS
+        client.cancel()._j_completable_future.get(int(timeout_s), seconds)
+    except Exception:  # already finished, or no confirmation in time: the process exit ends the MiniCluster
+        pass
 
 
 class ReportPrinter(threading.Thread):
@@ -146,6 +172,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     ])
     started = time.monotonic()
     broker = prepare_kafka(cfg)
+    printer = None
     try:
         window = cfg["window.size_ms"]
         base = (int(time.time() * 1000) // window - 8) * window
@@ -166,14 +193,19 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         time.sleep(1.0)
         printer.stop_event.set()
         printer.join(timeout=10)
+        printer = None
         dead = sum(1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
                                                     idle_timeout_s=2))
         _say(f"dphhh demo: {printer.count} window reports published, {dead} records dead-lettered, "
              f"{time.monotonic() - started:.0f} s in all; files in {run_dir}")
         return 0
     finally:
-        if broker is not None:
-            broker.stop()
+        with signals_deferred():
+            if printer is not None:
+                printer.stop_event.set()
+                printer.join(timeout=10)
+            if broker is not None:
+                broker.stop()
 
 
 def replay_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
@@ -206,7 +238,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
     run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
     broker = prepare_kafka(cfg)
     stop = threading.Event()
-    producer = None
+    producer = printer = None
     try:
         if replay:
             producer = threading.Thread(target=replay_forever, args=(cfg, stop, rate, 1000), daemon=True)
@@ -226,8 +258,12 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
             return 130
         return 0
     finally:
-        stop.set()
-        if producer is not None:
-            producer.join(timeout=5)
-        if broker is not None:
-            broker.stop()
+        with signals_deferred():  # Kafka clients first, then the broker they talk to
+            stop.set()
+            for thread in (producer, printer):
+                if thread is not None:
+                    if isinstance(thread, ReportPrinter):
+                        thread.stop_event.set()
+                    thread.join(timeout=10)
+            if broker is not None:
+                broker.stop()

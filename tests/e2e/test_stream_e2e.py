@@ -12,6 +12,7 @@ counting any element.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -185,6 +186,18 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
         assert not re.search(rf"(?<![\d.]){n}(?![\d.])", logs), n
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in process group ``pgid``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -197,7 +210,8 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
 def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -> None:
     """A live job fails right after a window's release (before the next checkpoint) and restarts
     from its last checkpoint: each window's report appears once, byte-identical to the ledger, and
-    the sketches count every element exactly once."""
+    the sketches count every element exactly once. Ctrl-C (SIGINT to the job's process group, as a
+    terminal sends it) then stops everything cleanly: exit status 130, no traceback, no process left."""
     base = _base()
     messages, _ = _messages(base)
     messages.append((base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32))))  # moves the watermark past window 3
@@ -206,7 +220,7 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     config.write_text(text)
     cfg, producer = _publish(config, messages)
     job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True)
+                           text=True, start_new_session=True)
     try:
         marker = tmp_path / "run" / "injected-failure.done"
         _wait_for(marker.exists, 180, "the injected failure")
@@ -220,11 +234,15 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
             assert job.poll() is None, job.stderr.read()[-3000:]
     finally:
         producer.close()
-        job.send_signal(signal.SIGINT)
+        os.killpg(job.pid, signal.SIGINT)
         try:
-            job.wait(timeout=60)
+            _, stderr = job.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            job.kill()
+            os.killpg(job.pid, signal.SIGKILL)
+            raise
+    assert job.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert "job stopped" in stderr
+    _wait_for(lambda: not _group_alive(job.pid), 20, "the job's processes to end")
     reports = _reports(cfg)
     starts = [json.loads(r)["window"]["start_ms"] for r in reports]
     assert starts[:6] == [base + w * WINDOW for w in range(6)], starts  # once each, in order, none missing
