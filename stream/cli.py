@@ -8,7 +8,8 @@ Subcommands:
 * ``dphhh produce`` — publish addresses to a Kafka topic (packed batches by default);
 * ``dphhh reports`` — read published reports (read-committed) and print them readably;
 * ``dphhh hhh``     — one private HHH report over a whole file (batch; one window = the input);
-* ``dphhh exact``   — the exact, NON-PRIVATE HHH of a file, for evaluation on one's own data.
+* ``dphhh exact``   — the exact, NON-PRIVATE HHH of a file, for evaluation on one's own data;
+* ``dphhh snapshot hhh|inftda|ahead|lue`` — the offline modules over one snapshot file.
 
 Errors in arguments or input print ``dphhh <command>: error: <message>`` and exit with status 2
 (usage) or 1 (nothing readable in the input).
@@ -31,6 +32,7 @@ from privacy.params import MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
 
 from .batch import NoReadableInput, batch_report, exact_report
+from .snapshot_cli import add_snapshot_parser, run_snapshot
 
 __all__ = ["main", "build_parser", "format_report"]
 
@@ -95,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
 
+    add_snapshot_parser(sub)
     p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
     p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
@@ -285,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = load_config(args.config, overrides=args.set)
             replay = args.replay == "yes" or (args.replay == "auto" and args.config is None)
             return run_job(cfg, format_report, replay=replay, rate=args.rate)
+        if args.command == "snapshot":
+            return run_snapshot(args)
         if args.command == "produce":
             return _produce(args)
         if args.command == "reports":

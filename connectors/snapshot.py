@@ -1,0 +1,230 @@
+"""Snapshot inputs of the offline modules (``dphhh snapshot …``): files read whole into arrays.
+
+Formats (``input_format``):
+
+* ``text``: one record per line (``#`` comments and blank lines ignored, :mod:`connectors.text`);
+* ``pcap`` / ``pcapng``: the IPv4 source address of every packet (kind ``ipv4`` only);
+* ``csv``: comma-separated with a header row; ``columns`` names the column(s) to read;
+* ``jsonl``: one JSON object per line; ``columns`` names the field(s) to read;
+* ``auto`` (default): ``.csv`` → csv, ``.jsonl``/``.ndjson`` → jsonl, else by magic bytes
+  (pcap, pcapng, or text).
+
+Kinds of value (``kind``):
+
+* ``ipv4``: dotted quads → uint32 array;
+* ``int``: integers (e.g. ports, sizes) → int64 array, or an (n, d) int64 array with d columns;
+* ``path``: ``/``-paths of exactly ``path_depth`` components → list of normalised strings.
+
+Bad rows are skipped and counted by reason in a :class:`~connectors.skips.SkipCounter` (never
+their content): ``bad_ipv4``, ``bad_int``, ``missing_column``, ``bad_json``, ``bad_csv_row``,
+``bad_path_*``, plus those of the capture and text readers. ``progress`` (if given) is called now
+and then with the fraction of the file read so far (by bytes: never a record count).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from . import text
+from .files import detect_format, open_input
+from .skips import SkipCounter
+
+__all__ = ["SNAPSHOT_FORMATS", "KINDS", "SnapshotValues", "read_snapshot", "snapshot_format"]
+
+SNAPSHOT_FORMATS = ("auto", "text", "pcap", "pcapng", "csv", "jsonl")
+KINDS = ("ipv4", "int", "path")
+_INT = re.compile(r"^[+-]?\d{1,18}$")
+_CHUNK = 65536
+
+
+class SnapshotValues:
+    """What a snapshot read produced: ``values`` (array or list), ``rows`` read, and ``skips``."""
+
+    def __init__(self, values: Any, rows: int, skips: SkipCounter, fmt: str) -> None:
+        self.values = values
+        self.rows = rows
+        self.skips = skips
+        self.format = fmt
+
+    @property
+    def n(self) -> int:
+        """Number of values kept."""
+        return len(self.values)
+
+
+def snapshot_format(path: str | os.PathLike[str], input_format: str = "auto") -> str:
+    """The concrete format of ``path`` (see the module docstring)."""
+    if input_format not in SNAPSHOT_FORMATS:
+        raise ValueError(f"input: unknown input format {input_format!r}; expected one of {', '.join(SNAPSHOT_FORMATS)}")
+    if input_format != "auto":
+        return input_format
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    return detect_format(path)
+
+
+class _Position:
+    """Bytes consumed so far of the file being read (for progress by fraction of the file)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
+def _counted_lines(fh, position: _Position) -> Iterator[str]:
+    for line in fh:
+        position.bytes += len(line)
+        yield line
+
+
+def _rows_csv(path: Path, columns: Sequence[str], skips: SkipCounter,
+              position: _Position) -> Iterator[list[list[str] | None]]:
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(_counted_lines(fh, position))
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            return
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise ValueError(f"input: {path} has no column {missing[0]!r} (columns: {', '.join(header)})")
+        where = [header.index(c) for c in columns]
+        chunk: list[list[str] | None] = []
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error:
+                skips.add("bad_csv_row")
+                continue
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            chunk.append([row[i].strip() for i in where] if len(row) > max(where) else None)
+            if len(chunk) >= _CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def _rows_jsonl(path: Path, columns: Sequence[str], skips: SkipCounter,
+                position: _Position) -> Iterator[list[list[str] | None]]:
+    with open(path, "rb") as fh:
+        chunk: list[list[str] | None] = []
+        for raw in _counted_lines(fh, position):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (ValueError, RecursionError):
+                skips.add("bad_json")
+                continue
+            if not isinstance(obj, dict) or any(c not in obj or obj[c] is None for c in columns):
+                chunk.append(None)
+            else:
+                chunk.append([str(obj[c]).strip() if not isinstance(obj[c], bool) else "" for c in columns])
+            if len(chunk) >= _CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def _rows_text(path: Path, skips: SkipCounter, position: _Position) -> Iterator[list[list[str] | None]]:
+    for lines in text.iter_text_lines(path, skips, _CHUNK):
+        position.bytes += sum(len(line) + 1 for line in lines)  # approximate: comments are not seen
+        yield [[line] for line in lines]
+
+
+def _parse_ints(cells: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.fromiter((bool(_INT.match(c)) for c in cells), dtype=bool, count=len(cells))
+    values = np.fromiter((int(c) if good else 0 for c, good in zip(cells, ok.tolist())), dtype=np.int64,
+                         count=len(cells))
+    return values, ok
+
+
+def read_snapshot(
+    path: str | os.PathLike[str],
+    *,
+    kind: str,
+    input_format: str = "auto",
+    columns: Sequence[str] = (),
+    path_depth: int = 64,
+    progress: Callable[[float], None] | None = None,
+) -> SnapshotValues:
+    """Read a whole snapshot file into values of ``kind`` (see the module docstring).
+
+    ``columns`` is required for csv and jsonl (one name, or several for ``kind="int"``), and not
+    allowed for the other formats. Raises ``ValueError("input: …")`` for an unusable file or
+    option; bad rows are only counted.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"input: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    fmt = snapshot_format(path, input_format)
+    p = Path(path)
+    columns = [c.strip() for c in columns if c.strip()]
+    if fmt in ("csv", "jsonl") and not columns:
+        raise ValueError(f"input: {fmt} input needs --column NAME (the column holding the values)")
+    if fmt not in ("csv", "jsonl") and columns:
+        raise ValueError(f"input: --column applies to csv and jsonl inputs, not {fmt}")
+    if len(columns) > 1 and kind != "int":
+        raise ValueError(f"input: several columns are only supported for integer values, not {kind}")
+    skips = SkipCounter()
+    if fmt in ("pcap", "pcapng", "text"):
+        handle = open_input(p, fmt)
+        if handle.is_capture:
+            if kind != "ipv4":
+                raise ValueError(f"input: a {fmt} capture provides IPv4 addresses only, not {kind} values")
+            chunks = list(handle.iter_ipv4(skips))
+            values = np.concatenate(chunks) if chunks else np.empty(0, np.uint32)
+            if progress is not None:
+                progress(1.0)
+            return SnapshotValues(values, len(values) + skips.total, skips, fmt)
+    elif not p.is_file():
+        raise ValueError(f"input: {p} is not a readable file")
+    position = _Position()
+    size = max(p.stat().st_size, 1)
+    rows_of = {"csv": lambda: _rows_csv(p, columns, skips, position),
+               "jsonl": lambda: _rows_jsonl(p, columns, skips, position),
+               "text": lambda: _rows_text(p, skips, position)}[fmt]
+    parts: list[Any] = []
+    rows = 0
+    for chunk in rows_of():
+        rows += len(chunk)
+        present = [c for c in chunk if c is not None]
+        skips.add("missing_column", len(chunk) - len(present))
+        if kind == "ipv4":
+            parts.append(text.parse_ipv4([c[0] for c in present], skips))
+        elif kind == "path":
+            paths = text.parse_paths([c[0] for c in present], skips, max_depth=path_depth)
+            exact = [x for x in paths if x.count("/") + 1 == path_depth]
+            skips.add("bad_path_depth", len(paths) - len(exact))
+            parts.append(exact)
+        else:
+            flat = [cell for c in present for cell in c]
+            values, ok = _parse_ints(flat, skips)
+            width = len(columns) if columns else 1
+            ok_rows = ok.reshape(-1, width).all(axis=1)
+            skips.add("bad_int", int(np.count_nonzero(~ok_rows)))
+            values = values.reshape(-1, width)[ok_rows]
+            parts.append(values[:, 0] if width == 1 else values)
+        if progress is not None:
+            progress(min(position.bytes / size, 1.0))
+    if kind == "path":
+        values_out: Any = [v for part in parts for v in part]
+    elif parts:
+        values_out = np.concatenate(parts)
+    else:
+        width = max(len(columns), 1)
+        values_out = np.empty(0, np.uint32) if kind == "ipv4" else np.empty((0,) if width == 1 else (0, width), np.int64)
+    return SnapshotValues(values_out, rows + skips["bad_json"] + skips["bad_csv_row"], skips, fmt)

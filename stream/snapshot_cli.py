@@ -1,0 +1,375 @@
+"""``dphhh snapshot hhh|inftda|ahead|lue``: the offline modules over one snapshot file.
+
+Every subcommand reads the whole snapshot (:mod:`connectors.snapshot`: text, pcap/pcapng, csv or
+JSON lines with ``--column``), skips and counts bad rows (by reason, never their content), runs one
+mechanism of :mod:`privacy.offline` and prints one JSON document (schema ``dphhh.snapshot/1``):
+
+``{"schema", "module", "input": {"path", "format", "skipped"}, "budget": {"epsilon", "delta",
+"mechanism", "neighbours"}, "randomness", "result": <the mechanism's own dict>, "answers": [...]}``
+
+The number of records read is not printed (it is an exact count of the private input); range
+modules answer ``--query a:b`` (repeatable) and ``--queries FILE`` (one ``a:b`` per line) with
+noisy estimates. Progress goes to stderr on long reads as a fraction of the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from connectors.snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot
+
+__all__ = ["add_snapshot_parser", "run_snapshot", "parse_range", "read_ranges"]
+
+SCHEMA = "dphhh.snapshot/1"
+
+
+class _Progress:
+    """A progress line on stderr, shown only when reading takes more than a second."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, fraction: float) -> None:
+        now = time.monotonic()
+        if now - self.started > 1.0 and (now - self.last > 1.0 or fraction >= 1.0):
+            self.last = now
+            self.shown = True
+            print(f"\rdphhh snapshot: reading {self.what}: {100 * fraction:5.1f} %", end="", file=sys.stderr,
+                  flush=True)
+
+    def done(self) -> None:
+        if self.shown:
+            print(file=sys.stderr)
+
+
+def parse_range(text: str, where: str = "--query") -> tuple[int, int]:
+    """``"a:b"`` → (a, b) with integers a <= b."""
+    lo, sep, hi = text.strip().partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        a, b = int(lo), int(hi)
+    except ValueError:
+        raise ValueError(f"{where}: expected a range a:b of integers, got {text!r}") from None
+    if a > b:
+        raise ValueError(f"{where}: range {text!r} is empty (a > b)")
+    return a, b
+
+
+def read_ranges(path: str, where: str = "--queries") -> list[tuple[str, float]]:
+    """Lines ``a:b`` or ``a:b,weight`` (``#`` comments) → (range text, weight) pairs."""
+    out: list[tuple[str, float]] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        rng, _, weight = line.partition(",") if line.count(":") == 1 else (line, "", "")
+        try:
+            w = float(weight) if weight.strip() else 1.0
+        except ValueError:
+            raise ValueError(f"{where}: line {number}: bad weight {weight!r}") from None
+        if not w > 0:
+            raise ValueError(f"{where}: line {number}: weight must be > 0")
+        out.append((rng.strip(), w))
+    return out
+
+
+def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
+    p.add_argument("--input", required=True, help="snapshot file: text, pcap, pcapng, csv or jsonl")
+    p.add_argument("--input-format", default="auto", choices=SNAPSHOT_FORMATS,
+                   help="default: .csv/.jsonl by extension, else detected (pcap, pcapng, text)")
+    p.add_argument("--column", action="append", default=[], metavar="NAME",
+                   help="csv/jsonl: the column (field) holding the values; repeat for 2-D")
+    p.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
+    if delta:
+        p.add_argument("--delta", type=float, required=True, help="privacy parameter δ (0 < δ < 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise (tests and experiments only: the output is then NOT private)")
+
+
+def add_snapshot_parser(sub) -> None:
+    """The ``snapshot`` subcommand and its four modules."""
+    snap = sub.add_parser("snapshot", help="private answers over one snapshot file (offline modules)")
+    mods = snap.add_subparsers(dest="module", required=True, metavar="MODULE")
+
+    p = mods.add_parser("lue", help="LUE-DPTree: private range counts over an integer attribute (ε-DP)")
+    _common(p, delta=False)
+    p.add_argument("--domain", required=True, metavar="LO:HI", help="the public value domain, e.g. 0:65535")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--fanout", type=int, default=None, help="complete tree of this fan-out (default 16)")
+    shape.add_argument("--fanouts", default=None, metavar="F1,F2,...", help="fan-out per level from the root")
+    p.add_argument("--budgets", choices=("optimal", "uniform"), default="optimal",
+                   help="per-node budgets (default optimal for the query workload)")
+    p.add_argument("--no-blue", action="store_true", help="skip BLUE consistency (answer from raw noisy nodes)")
+    p.add_argument("--workload", default=None, metavar="FILE",
+                   help="public query distribution for the budgets: lines a:b[,weight] (default: all ranges)")
+    _range_options(p)
+    _add_inftda(mods)
+    _add_hhh(mods)
+    _add_ahead(mods)
+
+
+def _add_inftda(mods) -> None:
+    p = mods.add_parser("inftda", help="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ))")
+    p.add_argument("--input", required=True, help="snapshot file: text, pcap, pcapng, csv or jsonl")
+    p.add_argument("--input-format", default="auto", choices=SNAPSHOT_FORMATS)
+    p.add_argument("--column", action="append", default=[], metavar="NAME", help="csv/jsonl: the column of values")
+    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--epsilon", type=float, help="final ε (with --delta); converted to ρ")
+    budget.add_argument("--rho", type=float, help="zCDP budget ρ (with --delta for the stated ε)")
+    p.add_argument("--delta", type=float, required=True, help="δ of the (ε, δ) statement (0 < δ < 1)")
+    p.add_argument("--neighbours", choices=("add_remove", "substitution"), default="add_remove",
+                   help="neighbouring relation (default add_remove: the total is noised too)")
+    p.add_argument("--contribution", type=int, default=1,
+                   help="m: the most distinct elements one user contributes (the caller guarantees it)")
+    p.add_argument("--domain", default=None, metavar="FILE",
+                   help="path hierarchies: the PUBLIC list of every possible path, one per line")
+    p.add_argument("--seed", type=int, default=None, help="seed the noise (NOT private; tests only)")
+
+
+def _add_hhh(mods) -> None:
+    p = mods.add_parser("hhh", help="hierarchical heavy hitters of a snapshot: Algorithm 1 or the "
+                                    "stability-histogram baseline, chosen by the planner")
+    _common(p)
+    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
+    p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
+    p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
+    p.add_argument("--algorithm", choices=("auto", "algorithm1", "baseline"), default="auto",
+                   help="auto (default): the planner's choice; algorithm1 refuses a tau below its guard")
+    p.add_argument("--expected-n", type=int, default=None, metavar="N",
+                   help="a PUBLIC estimate of the number of records, for the planner (auto mode)")
+
+
+def _add_ahead(mods) -> None:
+    p = mods.add_parser("ahead", help="AHEAD: range queries under LOCAL DP (each record perturbed as its user "
+                                      "would), 1-D, 2-D, or more columns by LLE")
+    _common(p, delta=False)
+    p.add_argument("--domain", action="append", default=[], metavar="LO:HI",
+                   help="the public domain of each column (repeat per column, in --column order)")
+    p.add_argument("--branching", type=int, default=2, help="fan-out per dimension (default 2: B=2 in 1-D, 4 in 2-D)")
+    p.add_argument("--oracle", choices=("auto", "oue", "grr"), default="auto",
+                   help="frequency oracle (default auto: GRR on small decompositions, else OUE)")
+    p.add_argument("--query", action="append", default=[], metavar="A:B[,C:D...]",
+                   help="answer this range (box in 2-D: one a:b per column, comma-separated); repeatable")
+    p.add_argument("--queries", default=None, metavar="FILE", help="answer every range in FILE (one per line)")
+
+
+def _range_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--query", action="append", default=[], metavar="A:B", help="answer this range (repeatable)")
+    p.add_argument("--queries", default=None, metavar="FILE", help="answer every range in FILE (a:b per line)")
+
+
+def _queries(args: argparse.Namespace) -> list[str]:
+    out = list(args.query)
+    if args.queries:
+        out += [r for r, _ in read_ranges(args.queries)]
+    return out
+
+
+def _read(args: argparse.Namespace, kind: str, **kw: Any) -> SnapshotValues:
+    progress = _Progress(args.input)
+    try:
+        return read_snapshot(args.input, kind=kind, input_format=args.input_format, columns=args.column,
+                             progress=progress, **kw)
+    finally:
+        progress.done()
+
+
+def _envelope(args: argparse.Namespace, snapshot: SnapshotValues, result: dict[str, Any],
+              budget: dict[str, Any], answers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out = {
+        "schema": SCHEMA,
+        "module": args.module,
+        "input": {"path": str(args.input), "format": snapshot.format, "skipped": snapshot.skips.as_dict()},
+        "budget": budget,
+        "randomness": "secure (os.urandom)" if args.seed is None
+        else f"seeded ({args.seed}): reproducible and NOT private",
+        "result": result,
+    }
+    if answers is not None:
+        out["answers"] = answers
+    return out
+
+
+def _in_domain(values: np.ndarray, lo: int, hi: int, snapshot: SnapshotValues) -> np.ndarray:
+    inside = (values >= lo) & (values <= hi)
+    if values.ndim > 1:
+        inside = inside.all(axis=1)
+    snapshot.skips.add("out_of_domain", int(np.count_nonzero(~inside)))
+    return values[inside]
+
+
+def _run_lue(args: argparse.Namespace) -> dict[str, Any]:
+    from privacy.offline.interval_tree import IntervalTree
+    from privacy.offline.lue_dptree import LueParams, Workload, lue_dptree
+
+    lo, hi = parse_range(args.domain, "--domain")
+    n = hi - lo + 1
+    params = LueParams(epsilon=args.epsilon, budgets=args.budgets, blue=not args.no_blue)
+    if args.fanouts:
+        try:
+            fanouts = [int(f) for f in args.fanouts.split(",")]
+        except ValueError:
+            raise ValueError(f"--fanouts: expected integers like 16,16,16, got {args.fanouts!r}") from None
+        tree = IntervalTree.from_fanouts(n, fanouts)
+    else:
+        tree = IntervalTree.complete(n, args.fanout or 16)
+    workload = None
+    if args.workload:
+        ranges = []
+        for text, weight in read_ranges(args.workload, "--workload"):
+            a, b = parse_range(text, "--workload")
+            if a < lo or b > hi:
+                raise ValueError(f"--workload: range {text} is outside the domain {lo}:{hi}")
+            ranges.append((a - lo + 1, b - lo + 1, weight))
+        workload = Workload.from_ranges(tree, ranges)
+    snapshot = _read(args, "int")
+    values = _in_domain(np.asarray(snapshot.values, dtype=np.int64), lo, hi, snapshot)
+    result = lue_dptree(values - lo + 1, tree, params, queries=workload, rng=args.seed)
+    answers = []
+    for text in _queries(args):
+        a, b = parse_range(text)
+        if a < lo or b > hi:
+            raise ValueError(f"--query: range {text} is outside the domain {lo}:{hi}")
+        answers.append({"range": f"{a}:{b}", "estimate": float(result.answer(a - lo + 1, b - lo + 1))})
+    budget = {"epsilon": params.epsilon, "delta": 0.0, "mechanism": "LUE-DPTree (Laplace per tree node)",
+              "neighbours": "add or remove one element"}
+    return _envelope(args, snapshot, result.to_dict(), budget, answers)
+
+
+def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
+    from privacy.offline.inftda import InfTDAParams, PathDomain, inftda
+    from sketches.hierarchy import parse_hierarchy
+
+    hierarchy = parse_hierarchy(args.hierarchy)
+    params = InfTDAParams(epsilon=args.epsilon, delta=args.delta, rho=args.rho, neighbours=args.neighbours,
+                          contribution=args.contribution)
+    domain = None
+    if hierarchy.kind == "path":
+        if not args.domain:
+            raise ValueError("--domain: a path hierarchy needs the public list of possible paths (--domain FILE); "
+                             "the paths seen in the data cannot be used as the domain")
+        domain_paths = read_snapshot(args.domain, kind="path", input_format="text", path_depth=hierarchy.h).values
+        domain = PathDomain.from_paths(domain_paths)
+    elif args.domain:
+        raise ValueError("--domain applies to path hierarchies only")
+    snapshot = _read(args, "path" if hierarchy.kind == "path" else "ipv4",
+                     **({"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}))
+    values = snapshot.values
+    if domain is not None:
+        kept = [v for v in values if domain.contains(v)]
+        snapshot.skips.add("out_of_domain", len(values) - len(kept))
+        values = kept
+    result = inftda(values, hierarchy, params, domain=domain, rng=args.seed)
+    g = result.guarantee()
+    budget = {"epsilon": g.get("epsilon"), "delta": g.get("delta"), "rho": g.get("rho"),
+              "mechanism": "InfTDA (discrete Gaussian per level, TopDown with IntOPT)",
+              "neighbours": g.get("neighbours")}
+    return _envelope(args, snapshot, result.to_dict(), budget)
+
+
+def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
+    from privacy.offline.hhh_algorithm1 import algorithm1_hhh, algorithm1_min_tau
+    from privacy.offline.hhh_baseline import stability_histogram_hhh
+    from privacy.offline.hhh_offline import OfflineHHHParams
+    from privacy.offline.hhh_planner import plan_offline_hhh
+    from sketches.hierarchy import parse_hierarchy
+
+    hierarchy = parse_hierarchy(args.hierarchy)
+    params = OfflineHHHParams(epsilon=args.epsilon, delta=args.delta, tau=args.tau, beta=args.beta)
+    choice, plan = args.algorithm, None
+    if choice == "auto":
+        min_tau = algorithm1_min_tau(hierarchy.h, args.epsilon, args.delta, args.beta)
+        if args.tau < min_tau:
+            choice = "baseline"
+            reason = (f"Algorithm 1 refuses tau below its guard ({min_tau:.0f} for h={hierarchy.h}, "
+                      f"epsilon={args.epsilon:g}, delta={args.delta:g}): the stability-histogram baseline runs")
+        elif args.expected_n is None:
+            raise ValueError("--expected-n: the planner needs a public estimate of the number of records when "
+                             "tau allows Algorithm 1; give --expected-n N or choose --algorithm")
+        else:
+            plan = plan_offline_hhh(hierarchy.h, args.tau, args.epsilon, args.delta, args.expected_n, args.beta)
+            choice, reason = plan.choice, plan.reason
+        print(f"dphhh snapshot hhh: planner: {reason}", file=sys.stderr)
+    if hierarchy.kind == "path":
+        snapshot = _read(args, "path", path_depth=hierarchy.h)
+    elif hierarchy.kind == "ipv4":
+        snapshot = _read(args, "ipv4")
+    else:
+        raise ValueError(f"--hierarchy: snapshot hhh reads IPv4 addresses or paths, not {hierarchy.kind}")
+    run = algorithm1_hhh if choice == "algorithm1" else stability_histogram_hhh
+    result = run(snapshot.values, hierarchy, params, rng=args.seed)
+    out = result.to_dict()
+    if plan is not None:
+        out["plan"] = plan.to_dict()
+    budget = {"epsilon": params.epsilon, "delta": params.delta, "mechanism": out.get("algorithm", choice),
+              "neighbours": "add or remove one element"}
+    return _envelope(args, snapshot, out, budget)
+
+
+def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
+    from privacy.offline.ahead import AheadParams, ahead_lle, ahead_nd
+
+    params = AheadParams(epsilon=args.epsilon, branching=args.branching, oracle=args.oracle)
+    dims = max(len(args.column), 1)
+    if len(args.domain) != dims:
+        raise ValueError(f"--domain: give one LO:HI per column ({dims} expected, {len(args.domain)} given)")
+    bounds = [parse_range(d, "--domain") for d in args.domain]
+    snapshot = _read(args, "int")
+    values = np.asarray(snapshot.values, dtype=np.int64)
+    values = _in_domain(values, np.array([b[0] for b in bounds]) if dims > 1 else bounds[0][0],
+                        np.array([b[1] for b in bounds]) if dims > 1 else bounds[0][1], snapshot)
+    offset = np.array([b[0] for b in bounds]) if dims > 1 else bounds[0][0]
+    sizes = [hi - lo + 1 for lo, hi in bounds]
+    shifted = values - offset
+    estimator = (ahead_lle(shifted, sizes, params, rng=args.seed) if dims > 2
+                 else ahead_nd(shifted, sizes, params, rng=args.seed))
+    answers = []
+    queries = list(args.query) + ([r for r, _ in read_ranges(args.queries)] if args.queries else [])
+    for text in queries:
+        parts = [parse_range(part) for part in text.split(",")]
+        if len(parts) != dims:
+            raise ValueError(f"--query: {text!r} needs one a:b per column ({dims})")
+        for (a, b), (lo, hi) in zip(parts, bounds):
+            if a < lo or b > hi:
+                raise ValueError(f"--query: range {a}:{b} is outside the domain {lo}:{hi}")
+        local = [(a - lo, b - lo) for (a, b), (lo, _) in zip(parts, bounds)]
+        fraction = estimator.answer(*local[0]) if dims == 1 else estimator.answer(*local)
+        answers.append({"range": text, "fraction": float(fraction)})
+    budget = {"epsilon": params.epsilon, "delta": 0.0, "mechanism": "AHEAD (local DP frequency oracles)",
+              "neighbours": "local DP: any two values of one user (each record is one user's single report)"}
+    return _envelope(args, snapshot, estimator.to_dict(), budget, answers)
+
+
+RUNNERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "lue": _run_lue, "inftda": _run_inftda, "hhh": _run_hhh, "ahead": _run_ahead}
+
+
+def run_snapshot(args: argparse.Namespace, out=None) -> int:
+    """Run ``dphhh snapshot MODULE``; prints the JSON document; returns the exit status."""
+    started = time.monotonic()
+    doc = RUNNERS[args.module](args)
+    if args.seed is not None:
+        print(f"dphhh snapshot {args.module}: warning: --seed makes the noise reproducible: NOT private",
+              file=sys.stderr)
+    print(json.dumps(doc, indent=2), file=out or sys.stdout)
+    skipped = sum(doc["input"]["skipped"].values())
+    print(f"dphhh snapshot {args.module}: done in {time.monotonic() - started:.2f} s"
+          + (f"; {skipped} bad rows skipped ({', '.join(f'{k}={v}' for k, v in doc['input']['skipped'].items())})"
+             if skipped else ""), file=sys.stderr)
+    return 0

@@ -1,0 +1,84 @@
+"""Snapshot files of the offline modules: csv, JSON lines, text and captures, bad rows counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectors.snapshot import read_snapshot, snapshot_format
+
+CAPTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+
+
+def test_csv_column_of_addresses_keeps_good_rows_and_counts_bad_ones(tmp_path: Path) -> None:
+    """A csv column of dotted quads gives their uint32 values; bad and short rows are counted by reason."""
+    f = tmp_path / "flows.csv"
+    f.write_text("src,port\n10.0.0.1,80\n10.0.0.300,1\n\n10.0.0.2,443\n")
+    got = read_snapshot(f, kind="ipv4", columns=["src"])
+    assert got.format == "csv" and got.values.tolist() == [0x0A000001, 0x0A000002]
+    assert got.skips.as_dict() == {"bad_ipv4": 1}
+
+
+def test_csv_several_integer_columns_give_a_matrix(tmp_path: Path) -> None:
+    """Two integer columns give an (n, 2) array; a row with a bad or missing cell is dropped whole."""
+    f = tmp_path / "t.csv"
+    f.write_text("a,b,c\n1,2,x\n3,four,y\n5\n-6,7,z\n")
+    got = read_snapshot(f, kind="int", columns=["a", "b"])
+    assert got.values.tolist() == [[1, 2], [-6, 7]]
+    assert got.skips.as_dict() == {"bad_int": 1, "missing_column": 1}
+
+
+def test_jsonl_field_with_bad_lines(tmp_path: Path) -> None:
+    """JSON lines: the named field is read; unparsable lines and objects without it are counted."""
+    f = tmp_path / "e.jsonl"
+    f.write_text('{"port": 22}\n{"port": "443"}\nnot json\n{"other": 1}\n{"port": true}\n{"port": 8080}\n')
+    got = read_snapshot(f, kind="int", columns=["port"])
+    assert got.format == "jsonl" and got.values.tolist() == [22, 443, 8080]
+    assert got.skips.as_dict() == {"bad_int": 1, "bad_json": 1, "missing_column": 1}
+
+
+def test_text_paths_of_the_wrong_depth_are_counted(tmp_path: Path) -> None:
+    """Text paths are normalised; those not of the hierarchy's depth or malformed are counted."""
+    f = tmp_path / "p.txt"
+    f.write_text("de/bavaria/munich\n de / by /x\nde/bavaria\na//b/c\n")
+    got = read_snapshot(f, kind="path", path_depth=3)
+    assert got.values == ["de/bavaria/munich", "de/by/x"]
+    assert got.skips.as_dict() == {"bad_path_depth": 1, "bad_path_empty_component": 1}
+
+
+def test_capture_gives_source_addresses_and_refuses_other_kinds() -> None:
+    """A pcap yields IPv4 sources; asking a capture for integers is a clear error."""
+    got = read_snapshot(CAPTURE, kind="ipv4")
+    assert got.format == "pcap" and got.values.dtype == np.uint32 and got.n > 1000
+    with pytest.raises(ValueError, match="input: a pcap capture provides IPv4 addresses only"):
+        read_snapshot(CAPTURE, kind="int")
+
+
+def test_option_errors_are_clear(tmp_path: Path) -> None:
+    """Missing --column for csv, --column on text, unknown formats and missing files name the problem."""
+    f = tmp_path / "x.csv"
+    f.write_text("a\n1\n")
+    with pytest.raises(ValueError, match="needs --column"):
+        read_snapshot(f, kind="int")
+    with pytest.raises(ValueError, match="has no column 'b'"):
+        read_snapshot(f, kind="int", columns=["b"])
+    t = tmp_path / "x.txt"
+    t.write_text("1\n")
+    with pytest.raises(ValueError, match="--column applies to csv and jsonl"):
+        read_snapshot(t, kind="int", columns=["a"])
+    with pytest.raises(ValueError, match="unknown input format"):
+        snapshot_format(t, "parquet")
+    with pytest.raises(ValueError, match="input: "):
+        read_snapshot(tmp_path / "missing.txt", kind="int")
+
+
+def test_progress_reports_fractions_of_the_file(tmp_path: Path) -> None:
+    """Progress is reported as a growing fraction of the file that ends at 1."""
+    f = tmp_path / "big.jsonl"
+    f.write_text("".join(f'{{"v": {i}}}\n' for i in range(200_000)))
+    seen: list[float] = []
+    got = read_snapshot(f, kind="int", columns=["v"], progress=seen.append)
+    assert got.n == 200_000 and len(seen) >= 3
+    assert seen == sorted(seen) and seen[-1] == 1.0 and 0 < seen[0] < 1

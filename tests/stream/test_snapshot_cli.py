@@ -1,0 +1,120 @@
+"""`dphhh snapshot …`: each offline module from a snapshot file to one JSON document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream.cli import main
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["snapshot", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def ports_csv(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    rng = np.random.default_rng(3)
+    ports = np.concatenate([np.full(30_000, 443), np.full(20_000, 22), rng.integers(1024, 65536, 10_000)])
+    rng.shuffle(ports)
+    f = tmp_path / "flows.csv"
+    f.write_text("port,x\n" + "".join(f"{p},1\n" for p in ports) + "http,1\n70000,1\n")
+    return f, ports
+
+
+def test_lue_answers_ranges_close_to_the_truth(capsys, ports_csv) -> None:
+    """LUE-DPTree over a csv port column answers ranges within a few noise scales; bad rows are counted."""
+    f, ports = ports_csv
+    doc = _run(capsys, "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "0:65535",
+               "--query", "443:443", "--query", "0:1023", "--query", "1024:65535", "--seed", "5")
+    assert doc["schema"] == "dphhh.snapshot/1" and doc["module"] == "lue"
+    assert doc["input"]["skipped"] == {"bad_int": 1, "out_of_domain": 1}
+    assert doc["budget"]["epsilon"] == 1.0 and doc["budget"]["delta"] == 0.0
+    assert "NOT private" in doc["randomness"]
+    truth = [np.sum(ports == 443), np.sum(ports <= 1023), np.sum(ports >= 1024)]
+    # error sd is at most sqrt(expected squared error) of a uniform query times a few: 200 is > 5 sd
+    for answer, exact in zip(doc["answers"], truth):
+        assert abs(answer["estimate"] - exact) < 200, answer
+
+
+def test_lue_option_errors_name_the_option(capsys, ports_csv) -> None:
+    """A query outside the domain or a malformed domain is a usage error (exit 2) naming the option."""
+    f, _ = ports_csv
+    assert main(["snapshot", "lue", "--input", str(f), "--column", "port", "--epsilon", "1",
+                 "--domain", "0:1023", "--query", "0:2000"]) == 2
+    assert "--query: range 0:2000 is outside the domain 0:1023" in capsys.readouterr().err
+    assert main(["snapshot", "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "9"]) == 2
+    assert "--domain: expected a range a:b" in capsys.readouterr().err
+    assert main(["snapshot", "lue", "--input", str(f), "--column", "port", "--epsilon", "0", "--domain", "0:9"]) == 2
+    assert "LueParams: epsilon" in capsys.readouterr().err
+
+
+def test_inftda_on_paths_is_consistent_and_needs_a_public_domain(capsys, tmp_path: Path) -> None:
+    """InfTDA over a path file with a public domain: consistent integer counts; without a domain it refuses."""
+    domain = tmp_path / "domain.txt"
+    domain.write_text("de/by/muc\nde/by/nue\nde/be/ber\nfr/idf/par\n")
+    data = tmp_path / "paths.txt"
+    data.write_text("de/by/muc\n" * 3000 + "fr/idf/par\n" * 1000 + "xx/yy/zz\nde/by\n")
+    doc = _run(capsys, "inftda", "--input", str(data), "--hierarchy", "path:3", "--domain", str(domain),
+               "--epsilon", "1", "--delta", "1e-6", "--seed", "2")
+    assert doc["input"]["skipped"] == {"bad_path_depth": 1, "out_of_domain": 1}
+    assert doc["budget"]["rho"] > 0 and doc["budget"]["delta"] == 1e-6
+    levels = {lv["level"]: {c["prefix"]: c["count"] for c in lv["counts"]} for lv in doc["result"]["levels"]}
+    for level in (1, 2, 3):
+        assert sum(levels[level].values()) == levels[0]["*"]  # consistent at every level
+        assert all(isinstance(c, int) and c >= 0 for c in levels[level].values())
+    assert abs(levels[3]["de/by/muc"] - 3000) < 150
+    assert main(["snapshot", "inftda", "--input", str(data), "--hierarchy", "path:3", "--epsilon", "1",
+                 "--delta", "1e-6"]) == 2
+    assert "needs the public list of possible paths" in capsys.readouterr().err
+
+
+CAPTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+
+
+def test_hhh_on_the_capture_finds_the_reflection_prefixes(capsys) -> None:
+    """Offline HHH of the SYN-ACK capture at tau=1000: the planner falls back to the baseline (Algorithm 1's
+    guard) and the three heavy /8 prefixes are reported."""
+    doc = _run(capsys, "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
+               "--seed", "4")
+    assert doc["budget"]["mechanism"] == "stability_histogram"
+    assert {"104.0.0.0/8", "107.0.0.0/8", "172.0.0.0/8"} <= {x["prefix"] for x in doc["result"]["hhh"]}
+    assert doc["input"]["skipped"] == {"not_ipv4": 4}
+
+
+def test_hhh_algorithm1_guard_and_planner_need_their_inputs(capsys) -> None:
+    """Algorithm 1 below its guard, and auto mode above it without a public n, are usage errors naming why."""
+    assert main(["snapshot", "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
+                 "--algorithm", "algorithm1"]) == 2
+    assert "smallest allowed tau" in capsys.readouterr().err
+    assert main(["snapshot", "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6",
+                 "--tau", "1e7"]) == 2
+    assert "--expected-n" in capsys.readouterr().err
+    doc = _run(capsys, "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1e7",
+               "--expected-n", "8000", "--seed", "1")
+    assert doc["result"]["plan"]["choice"] in ("algorithm1", "stability_histogram") and doc["result"]["hhh"] == []
+
+
+def test_ahead_answers_one_and_two_dimensional_ranges(capsys, tmp_path: Path) -> None:
+    """AHEAD over one column answers range fractions near the truth; over two columns it answers boxes."""
+    rng = np.random.default_rng(8)
+    a = np.where(rng.random(50_000) < 0.5, 3, rng.integers(0, 64, 50_000))
+    b = rng.integers(0, 16, 50_000)
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(f'{{"a": {x}, "b": {y}}}\n' for x, y in zip(a, b)) + '{"a": 99, "b": 1}\n')
+    doc = _run(capsys, "ahead", "--input", str(f), "--column", "a", "--domain", "0:63", "--epsilon", "2",
+               "--query", "0:7", "--query", "3:3", "--seed", "3")
+    assert doc["input"]["skipped"] == {"out_of_domain": 1} and doc["budget"]["delta"] == 0.0
+    truth = [np.mean(a <= 7), np.mean(a == 3)]
+    # LDP noise at N = 5e4, eps = 2: a range's sd is about 0.01; 0.06 is a wide margin (seeded run)
+    for answer, exact in zip(doc["answers"], truth):
+        assert abs(answer["fraction"] - exact) < 0.06, answer
+    doc = _run(capsys, "ahead", "--input", str(f), "--column", "a", "--column", "b", "--domain", "0:63",
+               "--domain", "0:15", "--epsilon", "2", "--query", "0:63,0:7", "--seed", "3")
+    assert abs(doc["answers"][0]["fraction"] - np.mean(b <= 7)) < 0.1
+    assert main(["snapshot", "ahead", "--input", str(f), "--column", "a", "--epsilon", "1"]) == 2
+    assert "--domain: give one LO:HI per column" in capsys.readouterr().err
