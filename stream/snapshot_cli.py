@@ -4,8 +4,10 @@ Every subcommand reads the whole snapshot (:mod:`connectors.snapshot`: text, pca
 JSON lines with ``--column``), skips and counts bad rows (by reason, never their content), runs one
 mechanism of :mod:`privacy.offline` and prints one JSON document (schema ``dphhh.snapshot/1``):
 
-``{"schema", "module", "input": {"path", "format", "skipped"}, "budget": {"epsilon", "delta",
-"mechanism", "neighbours"}, "randomness", "result": <the mechanism's own dict>, "answers": [...]}``
+``{"schema", "module", "input": {"path", "format", "skipped"}, "params", "guarantees", "budget":
+{"epsilon", "delta", "mechanism", "neighbours"}, "randomness", "result": <the mechanism's own
+dict>, "answers": [...]}`` (``params`` and ``guarantees`` repeat the mechanism's own, so that every
+document has the same envelope).
 
 The number of records read is not printed (it is an exact count of the private input); range
 modules answer ``--query a:b`` (repeatable) and ``--queries FILE`` (one ``a:b`` per line) with
@@ -196,6 +198,8 @@ def _envelope(args: argparse.Namespace, snapshot: SnapshotValues, result: dict[s
         "schema": SCHEMA,
         "module": args.module,
         "input": {"path": str(args.input), "format": snapshot.format, "skipped": snapshot.skips.as_dict()},
+        "params": result.get("params"),
+        "guarantees": result.get("guarantee"),
         "budget": budget,
         "randomness": "secure (os.urandom)" if args.seed is None
         else f"seeded ({args.seed}): reproducible and NOT private",
@@ -275,7 +279,11 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
         kept = [v for v in values if domain.contains(v)]
         snapshot.skips.add("out_of_domain", len(values) - len(kept))
         values = kept
-    result = inftda(values, hierarchy, params, domain=domain, rng=args.seed)
+    def level_progress(level: int, h: int, draws: int) -> None:
+        print(f"dphhh snapshot inftda: level {level}/{h}: noising {draws:,} child counts ...", file=sys.stderr,
+              flush=True)
+
+    result = inftda(values, hierarchy, params, domain=domain, rng=args.seed, progress=level_progress)
     g = result.guarantee()
     budget = {"epsilon": g.get("epsilon"), "delta": g.get("delta"), "rho": g.get("rho"),
               "mechanism": "InfTDA (discrete Gaussian per level, TopDown with IntOPT)",

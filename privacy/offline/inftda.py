@@ -38,7 +38,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -569,6 +569,7 @@ def inftda(
     domain: PathDomain | None = None,
     rng: RngLike = None,
     max_children: int = DEFAULT_MAX_CHILDREN,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> InfTDAResult:
     """Release integer, non-negative, consistent counts of every prefix of ``values``.
 
@@ -580,6 +581,8 @@ def inftda(
         rng: ``None`` (secure OS source, the production default), or a seed / numpy Generator /
             RandomSource (tests only: the output is then not private, and says so).
         max_children: the widest child domain enumerated per prefix (default 2**16).
+        progress: called before each level's noise with (level, h, number of noisy counts to
+            draw) — public quantities (they follow from the previous level's private output).
 
     Guarantee: ``params.total_rho``-zCDP, hence ``(ε, δ)``-DP with ``ε = ρ + 2√(ρ ln(1/δ))``, with
     respect to ``params.neighbours`` of one privacy unit with at most ``params.contribution``
@@ -598,7 +601,7 @@ def inftda(
         keys = hier.keys(values, level)
         uniq, cnt = np.unique(keys, return_counts=True)
         exact.append(_ExactLevel(uniq, cnt))
-    return _top_down(hier, children, exact, hier.count(values), params, source)
+    return _top_down(hier, children, exact, hier.count(values), params, source, progress)
 
 
 def inftda_from_counts(
@@ -682,6 +685,7 @@ def _top_down(
     n: int,
     params: InfTDAParams,
     source: RandomSource,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> InfTDAResult:
     """The TopDown loop; draws: root first, then per level the kept parents in ascending key order."""
     cal = params.calibration(hier.h)
@@ -699,6 +703,8 @@ def _top_down(
         child_keys = [children.children(key, level) for key, _ in parents]
         sizes = [c.size for c in child_keys]
         flat = np.concatenate(child_keys) if child_keys else np.empty(0, dtype=np.int64)
+        if progress is not None:
+            progress(level, hier.h, int(flat.size))
         noisy = noisy_counts(exact[level - 1].lookup(flat), cal.level_sigma2, source)
         released: dict[int, int] = {}
         start = 0
