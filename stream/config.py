@@ -76,6 +76,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release, for tests only
         "fail_after_window": -1,  # fault injection for tests: fail once after releasing window #N
         "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
+        "metrics_port": 9260,  # dphhh run's Prometheus endpoint of report metrics (0 = off)
     },
 }
 
@@ -186,6 +187,8 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     for key in ("batch_max_messages", "batch_max_bytes", "batch_max_delay_ms"):
         if not 1 <= f[key] < 2**31:
             raise ConfigError(f"config: flink.{key} must be between 1 and 2^31 - 1, got {f[key]}")
+    if not 0 <= values["output"]["metrics_port"] <= 65535:
+        raise ConfigError(f"config: output.metrics_port must be between 0 and 65535, got {values['output']['metrics_port']}")
     if f["checkpoint_interval_ms"] < 100:
         raise ConfigError(f"config: flink.checkpoint_interval_ms must be >= 100, got {f['checkpoint_interval_ms']}")
     try:

@@ -246,10 +246,21 @@ class DecodeOperator(ProcessFunction):
         )
         self.tag = dead_letter_tag()
         self.ticked = None  # sketch operators are ticked once after open and at each new watermark window
+        self.watermark = -MAX_WATERMARK
+        # event-time age: wall clock minus the watermark seen with the latest batch (a time, not a count)
+        self.metrics.group.gauge("watermark_age_ms", self._watermark_age_ms)
         self.partitions = range(self.cfg.params.partitions)
+
+    def _watermark_age_ms(self) -> int:
+        import time
+
+        if self.watermark <= -MAX_WATERMARK or self.watermark >= MAX_WATERMARK:
+            return 0
+        return max(0, int(time.time() * 1000) - self.watermark)
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
         watermark = ctx.timer_service().current_watermark()
+        self.watermark = watermark
         mark = self.windows.start_of(watermark) if watermark > -MAX_WATERMARK else -1
         if self.ticked is None or mark > self.ticked:
             # A tick makes every sketch operator re-register the timers of its open windows: after a

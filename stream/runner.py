@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from connectors.synthetic import synthetic_addresses
 
 from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
+
+if TYPE_CHECKING:
+    from .report_metrics import ReportMetrics
 
 __all__ = ["run_job", "run_demo", "wait_for_job", "sample_stream"]
 
@@ -100,9 +103,11 @@ def cancel_job(client, timeout_s: float = 30.0) -> None:
 class ReportPrinter(threading.Thread):
     """Prints every committed report of the reports topic as it is published."""
 
-    def __init__(self, cfg: JobConfig, render: Callable[[dict], str], *, from_beginning: bool = True) -> None:
+    def __init__(self, cfg: JobConfig, render: Callable[[dict], str], *, from_beginning: bool = True,
+                 metrics: "ReportMetrics | None" = None) -> None:
         super().__init__(daemon=True)
         self.cfg = cfg
+        self.metrics = metrics
         self.from_beginning = from_beginning
         self.render = render
         self.stop_event = threading.Event()
@@ -122,7 +127,10 @@ class ReportPrinter(threading.Thread):
             while not self.stop_event.is_set():
                 for record in consumer:
                     self.count += 1
-                    print(self.render(json.loads(record.value)), flush=True)
+                    report = json.loads(record.value)
+                    if self.metrics is not None:
+                        self.metrics.observe(report)
+                    print(self.render(report), flush=True)
                     print(flush=True)
         finally:
             consumer.close()
@@ -193,10 +201,10 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         time.sleep(1.0)
         printer.stop_event.set()
         printer.join(timeout=10)
-        printer = None
+        published, printer = printer.count, None
         dead = sum(1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
                                                     idle_timeout_s=2))
-        _say(f"dphhh demo: {printer.count} window reports published, {dead} records dead-lettered, "
+        _say(f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "
              f"{time.monotonic() - started:.0f} s in all; files in {run_dir}")
         return 0
     finally:
@@ -247,10 +255,17 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
                  f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
         from .job import submit
 
+        metrics = None
+        if cfg["output.metrics_port"]:
+            from .report_metrics import ReportMetrics
+
+            metrics = ReportMetrics()
+            metrics.serve(cfg["output.metrics_port"])
         client = submit(cfg, run_dir)
         _say(f"dphhh run: job submitted; a report every {cfg['window.size_ms'] / 1000:g} s "
-             f"of event time (Ctrl-C stops)")
-        printer = ReportPrinter(cfg, render, from_beginning=False)
+             f"of event time (Ctrl-C stops)"
+             + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else ""))
+        printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
         try:
             wait_for_job(client)

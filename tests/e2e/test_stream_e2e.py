@@ -301,3 +301,14 @@ def test_json_records_with_their_own_event_time(broker, tmp_path: Path) -> None:
     dead = [json.loads(v)["reason"] for _, v in iter_committed_values(cfg.kafka_client_options(),
                                                                        cfg["kafka.dead_letter_topic"], idle_timeout_s=3)]
     assert dead == ["missing_field"]
+
+
+def test_demo_publishes_six_reports(broker) -> None:
+    """`dphhh demo` (the README's first command) publishes the sample stream, prints one report per
+    window (six, one of them empty) and counts the three malformed records."""
+    result = subprocess.run([str(Path(sys.executable).with_name("dphhh")), "demo"], capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "6 window reports published, 3 records dead-lettered" in result.stderr
+    assert result.stdout.count("dphhh private HHH report") == 6
+    assert "Traceback" not in result.stderr

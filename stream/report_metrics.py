@@ -1,0 +1,93 @@
+"""Prometheus metrics of the published reports (``dphhh run``'s own endpoint, prometheus_client).
+
+Everything here is computed from reports as they are published (read-committed from the reports
+topic), so no metric carries anything beyond what the reports themselves publish: noisy window
+sizes, the budget spent, the latest private HHH with their noisy counts, and timing. The job's
+operational metrics (bad records by reason, late records, windows released, checkpoints, watermark
+lag) come from Flink's own Prometheus reporter (``flink.prometheus_port``).
+
+Metric names (all prefixed ``dphhh_``):
+
+* ``reports_total`` (counter): reports seen; ``windows_empty_total``: of which had no HHH;
+* ``report_window_end_seconds``: end of the latest reported window (event time, Unix seconds);
+* ``report_latency_seconds``: wall-clock time from that window's end to the report being readable;
+* ``report_noisy_window_size``: the latest report's noisy number of elements (``n_noisy``);
+* ``report_epsilon`` / ``report_delta``: the budget the latest report spent (its ledger);
+* ``epsilon_spent_total``: the sum of ε over the reports seen by this process;
+* ``report_hhh``: the number of prefixes in the latest report;
+* ``report_hhh_count{level, prefix}``: the noisy count of each prefix of the latest report (the
+  label set is replaced at every report, so old prefixes disappear).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+__all__ = ["ReportMetrics", "METRIC_NAMES"]
+
+METRIC_NAMES = (
+    "dphhh_reports_total",
+    "dphhh_windows_empty_total",
+    "dphhh_report_window_end_seconds",
+    "dphhh_report_latency_seconds",
+    "dphhh_report_noisy_window_size",
+    "dphhh_report_epsilon",
+    "dphhh_report_delta",
+    "dphhh_epsilon_spent_total",
+    "dphhh_report_hhh",
+    "dphhh_report_hhh_count",
+)
+
+
+class ReportMetrics:
+    """Gauges and counters of published reports in their own registry (see the module docstring)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.clock = clock
+        r = self.registry
+        self.reports = Counter("dphhh_reports", "Reports published (read-committed)", registry=r)
+        self.empty = Counter("dphhh_windows_empty", "Reports with no prefix reported", registry=r)
+        self.window_end = Gauge("dphhh_report_window_end_seconds", "End of the latest reported window", registry=r)
+        self.latency = Gauge("dphhh_report_latency_seconds",
+                             "Wall time from the latest window's end to its report being readable", registry=r)
+        self.noisy_size = Gauge("dphhh_report_noisy_window_size", "Noisy number of elements of the latest window",
+                                registry=r)
+        self.epsilon = Gauge("dphhh_report_epsilon", "Epsilon spent by the latest report", registry=r)
+        self.delta = Gauge("dphhh_report_delta", "Delta spent by the latest report", registry=r)
+        self.epsilon_total = Counter("dphhh_epsilon_spent", "Sum of epsilon over the reports seen", registry=r)
+        self.hhh = Gauge("dphhh_report_hhh", "Prefixes in the latest report", registry=r)
+        self.hhh_count = Gauge("dphhh_report_hhh_count", "Noisy count of each prefix of the latest report",
+                               ["level", "prefix"], registry=r)
+
+    def observe(self, report: dict[str, Any]) -> None:
+        """Update every metric from one published ``dphhh.report/1`` report."""
+        window = report.get("window", {})
+        budget = report.get("budget", {})
+        hhh = report.get("hhh", [])
+        self.reports.inc()
+        if not hhh:
+            self.empty.inc()
+        end_ms = window.get("end_ms")
+        if isinstance(end_ms, (int, float)):
+            self.window_end.set(end_ms / 1000.0)
+            self.latency.set(max(0.0, self.clock() - end_ms / 1000.0))
+        if isinstance(window.get("n_noisy"), (int, float)):
+            self.noisy_size.set(window["n_noisy"])
+        eps, delta = budget.get("epsilon"), budget.get("delta")
+        if isinstance(eps, (int, float)):
+            self.epsilon.set(eps)
+            self.epsilon_total.inc(eps)
+        if isinstance(delta, (int, float)):
+            self.delta.set(delta)
+        self.hhh.set(len(hhh))
+        self.hhh_count.clear()
+        for item in hhh:
+            self.hhh_count.labels(level=str(item.get("level")), prefix=str(item.get("prefix"))).set(item.get("count", 0))
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
+        """Expose the registry on ``http://addr:port/metrics`` (a daemon thread)."""
+        start_http_server(port, addr=addr, registry=self.registry)
