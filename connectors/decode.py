@@ -27,9 +27,13 @@ import numpy as np
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
-__all__ = ["FORMATS", "Decoded", "DecodedBatch", "MessageDecoder"]
+__all__ = ["FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
 
 FORMATS = ("packed-ipv4", "text-ipv4", "json", "path")
+#: Every reason a decoder gives for a bad message.
+REASONS = ("empty", "oversized", "bad_length", "invalid_utf8", "bad_ipv4", "wrong_family", "bad_json",
+           "missing_field", "bad_time", "bad_path_empty_component", "bad_path_too_long", "bad_path_too_deep",
+           "bad_path_depth")
 _BE_U32 = np.dtype(">u4")
 
 

@@ -26,9 +26,10 @@ __all__ = ["ROOT", "ensure_jars", "ensure_operator_jar", "prepare_gateway", "fli
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
 #: Flink metric filter (scope:names) of metrics that count records, bytes or offsets (including the
-#: Kafka clients' record-send / records-lag counters); dphhh's own ``watermark_age_ms`` (a time)
-#: does not match it.
-RAW_METRIC_FILTER = "*:*Records*,*records*,*Record*,*record*,*Bytes*,*bytes*,*ffset*,*Lag*,*lag*"
+#: Kafka clients' record-send / records-lag counters, and the bytes aligned at checkpoints). dphhh's
+#: own metric names avoid these words (``dead_letters_<reason>``, ``watermark_age_ms``, …) so that
+#: they pass.
+RAW_METRIC_FILTER = "*:*Records*,*records*,*Record*,*record*,*Bytes*,*bytes*,*ffset*,*Lag*,*lag*,*ProcessedData*,*PersistedData*"
 
 
 def ensure_jars() -> list[Path]:

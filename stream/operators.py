@@ -271,11 +271,11 @@ class DecodeOperator(ProcessFunction):
         try:
             outcome = decode_batch(value, self.decoder, self.windows, watermark)
         except BatchFormatError:  # jar and worker disagree: keep the bytes, never crash the job
-            self.metrics.inc("bad_records_bad_batch")
+            self.metrics.inc("dead_letters_bad_batch")
             yield self.tag, dead_letter_record("bad_batch", value, ctx.timestamp())
             return
         for reason, message, timestamp in outcome.dead:
-            self.metrics.inc(f"bad_records_{reason}")
+            self.metrics.inc(f"dead_letters_{reason}")
             yield self.tag, dead_letter_record(reason, message, timestamp)
         if outcome.late:
             self.metrics.inc("late_messages_dropped", outcome.late)

@@ -30,6 +30,7 @@ from sketches.misra_gries import MisraGries
 from stream.assembler import WindowAssembler, noise_source_factory, sketch_of_id
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
+from stream.metrics_catalog import JOB_METRICS, REPORT_METRICS, prometheus_name
 from stream.operators import expand
 from stream.windows import TumblingWindows
 
@@ -312,3 +313,95 @@ def test_demo_publishes_six_reports(broker) -> None:
     assert "6 window reports published, 3 records dead-lettered" in result.stderr
     assert result.stdout.count("dphhh private HHH report") == 6
     assert "Traceback" not in result.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode("utf-8", "replace")
+
+
+def _prometheus_query(port: int, expr: str) -> list:
+    import urllib.parse
+    import urllib.request
+
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())["data"]["result"]
+    except OSError:
+        return []
+
+
+def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tmp_path: Path) -> None:
+    """While a live job runs on the known stream, every metrics endpoint (Flink's reporter and dphhh
+    run's report metrics) exports the documented metrics and no exact window size nor input address;
+    Debian's Prometheus server scrapes both and answers queries over its HTTP API."""
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(["bash", str(root / "deploy" / "install-prometheus.sh")], check=True, capture_output=True, timeout=600)
+    base = _base()
+    messages, _ = _messages(base)
+    messages.append((base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32))))  # moves the watermark past window 3
+    job_port, report_port, prom_port = _free_port(), _free_port(), _free_port()
+    config = _config(tmp_path, "metrics", seed=11, metrics_port=report_port)
+    text = config.read_text().replace("bounded = true", "bounded = false")
+    config.write_text(text.replace("[flink]\n", f'[flink]\nprometheus_port = "{job_port}"\n'))
+    cfg, producer = _publish(config, messages)
+    producer.close()
+    prom_config = tmp_path / "prometheus.yml"
+    prom_config.write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: dphhh-job\n    static_configs:\n      - targets: ['127.0.0.1:{job_port}']\n"
+        f"  - job_name: dphhh-reports\n    static_configs:\n      - targets: ['127.0.0.1:{report_port}']\n")
+    job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    prometheus = subprocess.Popen(
+        ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: len(_reports(cfg)) >= 4, 180, "four reports")
+        scraped = {}
+        for port in (job_port, report_port):
+            scraped[port] = _scrape(port)
+        exported = {port: set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", text, re.M)) for port, text in scraped.items()}
+        ours = {m for m in exported[job_port] if "_dphhh_" in m}
+        assert ours <= set(JOB_METRICS), ours - set(JOB_METRICS)  # no undocumented metric
+        incremented = {prometheus_name("decode", f"dead_letters_{r}") for r in ("bad_length", "empty", "oversized")}
+        always = {m for m in JOB_METRICS if "_dphhh_" not in m or m.endswith("_age_ms")}
+        expected = always | incremented | {prometheus_name("release", "windows_released"),
+                                           prometheus_name("sketch", "sketches_released")}
+        assert expected <= exported[job_port], expected - exported[job_port]
+        per_prefix = {"dphhh_report_hhh_count"}  # a series per prefix of the latest report: none if it has none
+        assert set(REPORT_METRICS) - per_prefix <= exported[report_port]
+        assert re.search(r"dphhh_decode_dead_letters_bad_length\{[^}]*\} 1\.0", scraped[job_port])
+        everything = "\n".join(scraped.values())
+        assert CANARY_TEXT not in everything and str(CANARY) not in everything
+        for n in (s for s in EXACT_SIZES if s):
+            assert not re.search(rf"(?<![\d.]){n}(?![\d.])", everything), n
+
+        def scraped_by_prometheus() -> bool:
+            reports = _prometheus_query(prom_port, "dphhh_reports_total")
+            released = _prometheus_query(prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released")
+            return bool(reports) and float(reports[0]["value"][1]) >= 4 and bool(released)
+
+        _wait_for(scraped_by_prometheus, 60, "Prometheus to scrape the job and the report metrics")
+        up = _prometheus_query(prom_port, "up")
+        assert sorted(r["metric"]["job"] for r in up if r["value"][1] == "1") == ["dphhh-job", "dphhh-reports"]
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=30)
+        os.killpg(job.pid, signal.SIGINT)
+        try:
+            job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            raise
