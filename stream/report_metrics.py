@@ -12,6 +12,7 @@ Metric names (all prefixed ``dphhh_``):
 * ``report_window_end_seconds``: end of the latest reported window (event time, Unix seconds);
 * ``report_latency_seconds``: wall-clock time from that window's end to the report being readable;
 * ``report_noisy_window_size``: the latest report's noisy number of elements (``n_noisy``);
+* ``report_noisy_rate``: that number per second of the window (the private throughput);
 * ``report_epsilon`` / ``report_delta``: the budget the latest report spent (its ledger);
 * ``epsilon_spent_total``: the sum of ε over the reports seen by this process;
 * ``report_hhh``: the number of prefixes in the latest report;
@@ -34,6 +35,7 @@ METRIC_NAMES = (
     "dphhh_report_window_end_seconds",
     "dphhh_report_latency_seconds",
     "dphhh_report_noisy_window_size",
+    "dphhh_report_noisy_rate",
     "dphhh_report_epsilon",
     "dphhh_report_delta",
     "dphhh_epsilon_spent_total",
@@ -56,6 +58,8 @@ class ReportMetrics:
                              "Wall time from the latest window's end to its report being readable", registry=r)
         self.noisy_size = Gauge("dphhh_report_noisy_window_size", "Noisy number of elements of the latest window",
                                 registry=r)
+        self.noisy_rate = Gauge("dphhh_report_noisy_rate", "Noisy elements per second of the latest window",
+                                registry=r)
         self.epsilon = Gauge("dphhh_report_epsilon", "Epsilon spent by the latest report", registry=r)
         self.delta = Gauge("dphhh_report_delta", "Delta spent by the latest report", registry=r)
         self.epsilon_total = Counter("dphhh_epsilon_spent", "Sum of epsilon over the reports seen", registry=r)
@@ -77,6 +81,9 @@ class ReportMetrics:
             self.latency.set(max(0.0, self.clock() - end_ms / 1000.0))
         if isinstance(window.get("n_noisy"), (int, float)):
             self.noisy_size.set(window["n_noisy"])
+            start_ms = window.get("start_ms")
+            if isinstance(start_ms, (int, float)) and isinstance(end_ms, (int, float)) and end_ms > start_ms:
+                self.noisy_rate.set(window["n_noisy"] / ((end_ms - start_ms) / 1000.0))
         eps, delta = budget.get("epsilon"), budget.get("delta")
         if isinstance(eps, (int, float)):
             self.epsilon.set(eps)

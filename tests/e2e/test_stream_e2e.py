@@ -330,7 +330,8 @@ def _scrape(port: int) -> str:
         return response.read().decode("utf-8", "replace")
 
 
-def _prometheus_query(port: int, expr: str) -> list:
+def _prometheus_query(port: int, expr: str) -> list | None:
+    """The result vector of an instant query; None if the server refused it (or did not answer)."""
     import urllib.parse
     import urllib.request
 
@@ -339,7 +340,7 @@ def _prometheus_query(port: int, expr: str) -> list:
         with urllib.request.urlopen(url, timeout=5) as response:
             return json.loads(response.read())["data"]["result"]
     except OSError:
-        return []
+        return None
 
 
 def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tmp_path: Path) -> None:
@@ -389,13 +390,20 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
             assert not re.search(rf"(?<![\d.]){n}(?![\d.])", everything), n
 
         def scraped_by_prometheus() -> bool:
-            reports = _prometheus_query(prom_port, "dphhh_reports_total")
+            reports = _prometheus_query(prom_port, "dphhh_reports_total") or []
             released = _prometheus_query(prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released")
             return bool(reports) and float(reports[0]["value"][1]) >= 4 and bool(released)
 
         _wait_for(scraped_by_prometheus, 60, "Prometheus to scrape the job and the report metrics")
-        up = _prometheus_query(prom_port, "up")
+        up = _prometheus_query(prom_port, "up") or []
         assert sorted(r["metric"]["job"] for r in up if r["value"][1] == "1") == ["dphhh-job", "dphhh-reports"]
+        dashboard = json.loads((root / "deploy" / "grafana" / "dashboards" / "dphhh.json").read_text())
+        for panel in dashboard["panels"]:  # every dashboard query is valid PromQL with data behind it
+            for target in panel["targets"]:
+                result = _prometheus_query(prom_port, target["expr"])
+                assert result is not None, (panel["title"], target["expr"])
+                # the latest window here is empty (the watermark passed window 4): no per-prefix series
+                assert result or "hhh_count" in target["expr"], (panel["title"], target["expr"])
     finally:
         prometheus.terminate()
         prometheus.wait(timeout=30)

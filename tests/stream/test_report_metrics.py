@@ -20,7 +20,7 @@ def test_metrics_follow_the_latest_report_and_replace_its_prefixes() -> None:
     metrics.observe(_report(1_000_010_000 + 10_000, 5, []))
     text = generate_latest(metrics.registry).decode()
     assert "dphhh_reports_total 3.0" in text and "dphhh_windows_empty_total 1.0" in text
-    assert "dphhh_report_noisy_window_size 5.0" in text
+    assert "dphhh_report_noisy_window_size 5.0" in text and "dphhh_report_noisy_rate 0.5" in text
     assert "dphhh_epsilon_spent_total 6.0" in text and "dphhh_report_delta 1e-06" in text
     assert "dphhh_report_latency_seconds 0.0" in text  # window end 1,000,020 s is after the clock's 1,000,012.5 s
     assert "10.0.0.0/8" not in text and "10.1.0.0/16" not in text  # the latest report has no prefix
