@@ -9,7 +9,8 @@ Subcommands:
 * ``dphhh reports`` — read published reports (read-committed) and print them readably;
 * ``dphhh hhh``     — one private HHH report over a whole file (batch; one window = the input);
 * ``dphhh exact``   — the exact, NON-PRIVATE HHH of a file, for evaluation on one's own data;
-* ``dphhh snapshot hhh|inftda|ahead|lue`` — the offline modules over one snapshot file.
+* ``dphhh snapshot hhh|inftda|ahead|lue`` — the offline modules over one snapshot file;
+* ``dphhh dashboard`` — a live web page of the published reports (topic or JSON-lines file).
 
 Errors in arguments or input print ``dphhh <command>: error: <message>`` and exit with status 2
 (usage) or 1 (nothing readable in the input).
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
 
     add_snapshot_parser(sub)
+    p = sub.add_parser("dashboard", help="serve a live web page of the published private reports")
+    p.add_argument("--topic", default="dphhh-reports", help="reports topic (default dphhh-reports)")
+    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    p.add_argument("--file", default=None, help="follow a reports JSON-lines file instead of a topic")
+    p.add_argument("--port", type=int, default=8080, help="HTTP port on 127.0.0.1 (default 8080)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
     p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
@@ -185,6 +192,34 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
     return 0
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    import threading
+
+    from .dashboard import DashboardState, file_source, kafka_source, serve_dashboard
+
+    state, stop = DashboardState(), threading.Event()
+    if args.file:
+        source = file_source(state, Path(args.file), stop)
+        what = args.file
+    else:
+        source = kafka_source(state, {"bootstrap.servers": args.bootstrap}, args.topic, stop)
+        what = f"{args.topic} on {args.bootstrap}"
+    try:
+        server = serve_dashboard(state, args.port, args.host, [source])
+    except OSError as exc:
+        raise ValueError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    print(f"dphhh dashboard: http://{args.host}:{server.server_address[1]}/ (reports from {what}; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        stop.set()
+        server.shutdown()
+        print("dphhh dashboard: stopped", file=sys.stderr)
+        return 130
+
+
 def _produce(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -261,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dphhh`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("run", "demo", "reports", "produce"):
+    if args.command in ("run", "demo", "reports", "produce", "dashboard"):
         _stop_on_sigterm()
     try:
         if args.command == "hhh":
@@ -290,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_job(cfg, format_report, replay=replay, rate=args.rate)
         if args.command == "snapshot":
             return run_snapshot(args)
+        if args.command == "dashboard":
+            return _dashboard(args)
         if args.command == "produce":
             return _produce(args)
         if args.command == "reports":
