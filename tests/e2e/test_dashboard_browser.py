@@ -37,7 +37,7 @@ def _reports(count: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    subprocess.run(["bash", str(ROOT / "deploy" / "install-chromium.sh")], check=True, capture_output=True, timeout=900)
+    subprocess.run(["bash", str(ROOT / "deploy" / "install-debian.sh"), "chromium"], check=True, capture_output=True, timeout=900)
     return "/usr/bin/chromium"
 
 

@@ -348,7 +348,7 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
     run's report metrics) exports the documented metrics and no exact window size nor input address;
     Debian's Prometheus server scrapes both and answers queries over its HTTP API."""
     root = Path(__file__).resolve().parents[2]
-    subprocess.run(["bash", str(root / "deploy" / "install-prometheus.sh")], check=True, capture_output=True, timeout=600)
+    subprocess.run(["bash", str(root / "deploy" / "install-debian.sh"), "prometheus"], check=True, capture_output=True, timeout=600)
     base = _base()
     messages, _ = _messages(base)
     messages.append((base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32))))  # moves the watermark past window 3
