@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1000, help="addresses per message (packed format)")
     p.add_argument("--format", choices=("packed-ipv4", "text-ipv4"), default="packed-ipv4")
     p.add_argument("--seed", type=int, default=0, help="seed of --synthetic")
+    p.add_argument("--partitions", type=int, default=1,
+                   help="partitions of the topic if it does not exist yet (default 1; one per job subtask)")
 
     p = sub.add_parser("reports", help="print the reports of a reports topic (read-committed)")
     p.add_argument("--topic", default="dphhh-reports")
@@ -223,7 +225,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 def _produce(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from connectors.kafka_io import PackedProducer, pack_ipv4
+    from connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
     from connectors.skips import SkipCounter
     from connectors.synthetic import synthetic_addresses
     from sketches.hierarchy import IPv4Hierarchy
@@ -232,6 +234,7 @@ def _produce(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise ValueError(f"produce: --batch must be >= 1, got {args.batch}")
+    create_topics({"bootstrap.servers": args.bootstrap}, [args.topic], partitions=args.partitions)
     producer = PackedProducer({"bootstrap.servers": args.bootstrap}, args.topic)
     skips = SkipCounter()
     if args.synthetic is not None:

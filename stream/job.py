@@ -195,6 +195,11 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
 
     k, w = cfg.values["kafka"], cfg.values["window"]
     values = {s: dict(v) for s, v in cfg.values.items()}
+    # Workers may run elsewhere (a cluster's TaskManagers): relative output paths mean "relative to
+    # where dphhh was started". On a multi-host cluster they must be on storage every worker shares.
+    for key in ("ledger_dir", "reports_file", "debug_sketch_dir"):
+        if values["output"][key]:
+            values["output"][key] = str(Path(values["output"][key]).resolve())
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
     starts = {
         "earliest": KafkaOffsetsInitializer.earliest(),
@@ -259,7 +264,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         )
         return _kafka_properties(builder, cfg).build()
 
-    reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(STEP_IDS["reports"])
+    # one writer: reports reach the topic in window order (a parallel sink would interleave transactions)
+    reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(
+        STEP_IDS["reports"]).set_parallelism(1)
     dead.sink_to(sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])).name(STEP_IDS["dead_letter"]).uid(
         STEP_IDS["dead_letter"]
     )
@@ -271,6 +278,29 @@ def submit(cfg: JobConfig, run_dir: Path):
 
     run_dir.mkdir(parents=True, exist_ok=True)
     prepare_gateway(run_dir)
-    env = StreamExecutionEnvironment.get_execution_environment(flink_configuration(cfg, run_dir))
+    conf = flink_configuration(cfg, run_dir)
+    if cfg["flink.remote"]:
+        env = _remote_environment(cfg, conf)
+    else:
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
     build_pipeline(env, cfg, run_dir)
     return env.execute_async("dphhh")
+
+
+def _remote_environment(cfg: JobConfig, conf):
+    """An environment that submits to the JobManager at ``flink.remote`` (host:port of its REST
+    endpoint), shipping the connector, dphhh's operator jar and PyFlink's Python runtime jar."""
+    import pyflink
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    host, _, port = cfg["flink.remote"].rpartition(":")
+    home = Path(pyflink.__file__).resolve().parent
+    jars = [*ensure_jars(), ensure_operator_jar(), *sorted(home.glob("opt/flink-python-*.jar"))]
+    gateway = get_gateway()
+    j_jars = gateway.new_array(gateway.jvm.String, len(jars))
+    for i, jar in enumerate(jars):
+        j_jars[i] = str(jar)
+    j_env = gateway.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment.createRemoteEnvironment(
+        host, int(port), conf._j_configuration, j_jars)
+    return StreamExecutionEnvironment(j_env)

@@ -1,0 +1,57 @@
+"""The job's entry point for ``flink run`` (a session or application cluster, e.g. Kubernetes).
+
+    flink run -m HOST:8081 -pyexec PYTHON -pym stream.flink_entry --config dphhh.toml [--set k=v ...]
+
+It builds the same pipeline as ``dphhh run`` (:func:`stream.job.build_pipeline`) in the
+environment ``flink run`` provides, adds the job's settings (checkpoints, Python executable,
+metrics filter) and its jars (Kafka connector, dphhh's operator jar, and PyFlink's Python runtime
+jar, which Flink distributions keep in ``opt/``), and executes it. Paths in
+the configuration are as the cluster's workers see them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .config import load_config
+from .job import build_pipeline, ensure_jars, ensure_operator_jar, flink_configuration
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Build and execute the job (blocks until a bounded job ends; ``flink run -d`` detaches)."""
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    parser = argparse.ArgumentParser(prog="stream.flink_entry", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=None, help="TOML configuration (see deploy/dphhh.toml)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--run-dir", default="var/runs/flink-run", help="folder for the job's run files")
+    args = parser.parse_args(argv)
+    cfg = load_config(args.config, overrides=args.set)
+    if cfg["flink.remote"]:
+        raise SystemExit("stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster")
+    from connectors.kafka_io import create_topics
+
+    create_topics(cfg.kafka_client_options(),
+                  [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]],
+                  partitions=cfg["flink.parallelism"])  # the job's sinks need their topics to exist
+    run_dir = Path(args.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    conf = flink_configuration(cfg, run_dir)
+    conf.set_string("python.executable", sys.executable)
+    env.configure(conf)
+    import pyflink
+
+    python_runtime = sorted((Path(pyflink.__file__).resolve().parent / "opt").glob("flink-python-*.jar"))
+    env.add_jars(*("file://" + str(j) for j in [*ensure_jars(), ensure_operator_jar(), *python_runtime]))
+    build_pipeline(env, cfg, run_dir)
+    env.execute("dphhh")
+
+
+if __name__ == "__main__":
+    main()
