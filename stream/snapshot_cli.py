@@ -90,17 +90,21 @@ def read_ranges(path: str, where: str = "--queries") -> list[tuple[str, float]]:
     return out
 
 
-def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
+def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="snapshot file: text, pcap, pcapng, csv or jsonl")
     p.add_argument("--input-format", default="auto", choices=SNAPSHOT_FORMATS,
                    help="default: .csv/.jsonl by extension, else detected (pcap, pcapng, text)")
     p.add_argument("--column", action="append", default=[], metavar="NAME",
                    help="csv/jsonl: the column (field) holding the values; repeat for 2-D")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise (tests and experiments only: the output is then NOT private)")
+
+
+def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
+    _input_options(p)
     p.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
     if delta:
         p.add_argument("--delta", type=float, required=True, help="privacy parameter δ (0 < δ < 1)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed the noise (tests and experiments only: the output is then NOT private)")
 
 
 def add_snapshot_parser(sub) -> None:
@@ -127,9 +131,7 @@ def add_snapshot_parser(sub) -> None:
 
 def _add_inftda(mods) -> None:
     p = mods.add_parser("inftda", help="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ))")
-    p.add_argument("--input", required=True, help="snapshot file: text, pcap, pcapng, csv or jsonl")
-    p.add_argument("--input-format", default="auto", choices=SNAPSHOT_FORMATS)
-    p.add_argument("--column", action="append", default=[], metavar="NAME", help="csv/jsonl: the column of values")
+    _input_options(p)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)")
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, help="final ε (with --delta); converted to ρ")
@@ -141,7 +143,6 @@ def _add_inftda(mods) -> None:
                    help="m: the most distinct elements one user contributes (the caller guarantees it)")
     p.add_argument("--domain", default=None, metavar="FILE",
                    help="path hierarchies: the PUBLIC list of every possible path, one per line")
-    p.add_argument("--seed", type=int, default=None, help="seed the noise (NOT private; tests only)")
 
 
 def _add_hhh(mods) -> None:
@@ -166,14 +167,13 @@ def _add_ahead(mods) -> None:
     p.add_argument("--branching", type=int, default=2, help="fan-out per dimension (default 2: B=2 in 1-D, 4 in 2-D)")
     p.add_argument("--oracle", choices=("auto", "oue", "grr"), default="auto",
                    help="frequency oracle (default auto: GRR on small decompositions, else OUE)")
-    p.add_argument("--query", action="append", default=[], metavar="A:B[,C:D...]",
-                   help="answer this range (box in 2-D: one a:b per column, comma-separated); repeatable")
+    _range_options(p, "A:B[,C:D...]", "answer this range (a box: one a:b per column, comma-separated); repeatable")
+
+
+def _range_options(p: argparse.ArgumentParser, metavar: str = "A:B",
+                   help_text: str = "answer this range (repeatable)") -> None:
+    p.add_argument("--query", action="append", default=[], metavar=metavar, help=help_text)
     p.add_argument("--queries", default=None, metavar="FILE", help="answer every range in FILE (one per line)")
-
-
-def _range_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--query", action="append", default=[], metavar="A:B", help="answer this range (repeatable)")
-    p.add_argument("--queries", default=None, metavar="FILE", help="answer every range in FILE (a:b per line)")
 
 
 def _queries(args: argparse.Namespace) -> list[str]:
@@ -348,8 +348,7 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
     estimator = (ahead_lle(shifted, sizes, params, rng=args.seed) if dims > 2
                  else ahead_nd(shifted, sizes, params, rng=args.seed))
     answers = []
-    queries = list(args.query) + ([r for r, _ in read_ranges(args.queries)] if args.queries else [])
-    for text in queries:
+    for text in _queries(args):
         parts = [parse_range(part) for part in text.split(",")]
         if len(parts) != dims:
             raise ValueError(f"--query: {text!r} needs one a:b per column ({dims})")

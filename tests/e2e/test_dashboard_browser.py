@@ -15,6 +15,7 @@ import pytest
 
 from privacy.params import HHHParams
 from sketches.hierarchy import parse_hierarchy
+from tests.e2e.net import free_port
 from stream.batch import batch_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +42,6 @@ def chromium() -> str:
     return "/usr/bin/chromium"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_dashboard_page_shows_reports_and_updates_live(chromium: str, tmp_path: Path) -> None:
     """The page shows both reported windows and the capture's heavy /8 prefixes, then shows a third
@@ -55,7 +51,7 @@ def test_dashboard_page_shows_reports_and_updates_live(chromium: str, tmp_path: 
     reports = _reports(3)
     feed = tmp_path / "reports.jsonl"
     feed.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in reports[:2]))
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([str(Path(sys.executable).with_name("dphhh")), "dashboard", "--file", str(feed),
                                "--port", str(port)], stderr=subprocess.PIPE, text=True)
     OUTPUT.mkdir(exist_ok=True)

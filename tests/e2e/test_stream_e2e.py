@@ -27,6 +27,7 @@ from connectors.decode import MessageDecoder
 from connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
 from privacy.window import release_sketch
 from sketches.misra_gries import MisraGries
+from tests.e2e.net import free_port
 from stream.assembler import WindowAssembler, noise_source_factory, sketch_of_id
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
@@ -315,13 +316,6 @@ def test_demo_publishes_six_reports(broker) -> None:
     assert "Traceback" not in result.stderr
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _scrape(port: int) -> str:
     import urllib.request
@@ -352,7 +346,7 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
     base = _base()
     messages, _ = _messages(base)
     messages.append((base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32))))  # moves the watermark past window 3
-    job_port, report_port, prom_port = _free_port(), _free_port(), _free_port()
+    job_port, report_port, prom_port = free_port(), free_port(), free_port()
     config = _config(tmp_path, "metrics", seed=11, metrics_port=report_port)
     text = config.read_text().replace("bounded = true", "bounded = false")
     config.write_text(text.replace("[flink]\n", f'[flink]\nprometheus_port = "{job_port}"\n'))
@@ -365,7 +359,7 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
         f"  - job_name: dphhh-reports\n    static_configs:\n      - targets: ['127.0.0.1:{report_port}']\n")
     job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, start_new_session=True)
-    dashboard_port = _free_port()
+    dashboard_port = free_port()
     dashboard_proc = subprocess.Popen([str(Path(sys.executable).with_name("dphhh")), "dashboard", "--topic",
                                   cfg["kafka.reports_topic"], "--port", str(dashboard_port)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
