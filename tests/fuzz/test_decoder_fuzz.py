@@ -1,0 +1,127 @@
+"""Property-based fuzzing of every stream decoder (hypothesis): random bytes, truncated packed batches,
+lengths not a multiple of 4, IPv6 on an IPv4 topic, oversized messages, invalid UTF-8, JSON without
+the field, paths with empty components or huge depth. No exception escapes a decoder; every message
+is either good or classified with a known reason; batch decoding accounts for every message.
+
+Hypothesis runs a fixed number of examples per test (derandomized), so a run is reproducible."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.decode import FORMATS, REASONS, MessageDecoder
+from stream.decode_batch import decode_batch
+from stream.message_batch import BatchFormatError, pack_batch, unpack_batch
+from stream.windows import TumblingWindows
+
+FUZZ = settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MAX_BYTES = 256
+KNOWN = set(REASONS) | {None}
+
+
+def _ipv4_text() -> st.SearchStrategy[bytes]:
+    octet = st.integers(0, 300).map(str) | st.sampled_from(["01", "-1", "", "a", "1e2", "٣"])
+    return st.lists(octet, min_size=1, max_size=6).map(lambda parts: ".".join(parts).encode("utf-8"))
+
+
+def _json_message() -> st.SearchStrategy[bytes]:
+    value = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=20), _ipv4_text().map(bytes.decode))
+    obj = st.dictionaries(st.sampled_from(["ip", "src", "ts", "t", "x"]), value, max_size=4)
+    return st.one_of(obj.map(lambda d: json.dumps(d).encode()), st.text(max_size=40).map(str.encode),
+                     st.just(b"[" * 5000), st.just(b'{"ip": "1.2.3.4", "ts": 1e400}'))
+
+
+def _path_message() -> st.SearchStrategy[bytes]:
+    component = st.sampled_from(["de", "by", "", " ", "a" * 300, "x/y", "é"])
+    return st.lists(component, min_size=0, max_size=80).map(lambda parts: "/".join(parts).encode("utf-8"))
+
+
+MESSAGES = st.one_of(
+    st.none(),
+    st.binary(max_size=40),                                                   # random bytes
+    st.binary(min_size=1, max_size=10).map(lambda b: b * 4),                  # plausible packed batches
+    st.binary(min_size=4, max_size=64).map(lambda b: b[: len(b) - len(b) % 4 + 1]),  # truncated
+    st.binary(min_size=MAX_BYTES + 1, max_size=MAX_BYTES + 40),               # oversized
+    st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"10.0.0.1\x00", b"::1", b"2001:db8::1", b"fe80::1%eth0"]),
+    _ipv4_text(), _json_message(), _path_message(),
+)
+
+
+def _decoders() -> list[MessageDecoder]:
+    out = []
+    for fmt in FORMATS:
+        out.append(MessageDecoder(fmt, max_message_bytes=MAX_BYTES, json_field="ip", json_time_field="ts",
+                                  path_depth=3))
+    out.append(MessageDecoder("json", max_message_bytes=MAX_BYTES, json_field="src"))
+    return out
+
+
+@FUZZ
+@given(st.lists(MESSAGES, max_size=30))
+def test_no_decoder_raises_and_every_reason_is_known(messages: list[bytes | None]) -> None:
+    """Every decoder classifies every message (good, or one of the documented reasons) without raising,
+    and decoding the batch gives message for message the same outcome."""
+    for decoder in _decoders():
+        one = [decoder.decode(m) for m in messages]
+        assert {d.reason for d in one} <= KNOWN
+        many = decoder.decode_many(messages)
+        assert many.reasons == [d.reason for d in one]
+        assert many.counts.tolist() == [len(d.values) if d.ok else 0 for d in one]
+        assert len(many.values) == int(many.counts.sum())
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 50_000)), MESSAGES), max_size=30),
+       st.integers(-1, 40_000))
+def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None, bytes | None]], watermark: int) -> None:
+    """Each message of a batch is dead-lettered, counted late or kept — exactly one of them — and the kept
+    ones keep all their values (good records in a batch with bad ones are not lost)."""
+    timestamps = [t for t, _ in items]
+    messages = [m for _, m in items]
+    windows = TumblingWindows(1000)
+    for decoder in _decoders():
+        out = decode_batch(pack_batch(timestamps, messages), decoder, windows, watermark)
+        decoded = [decoder.decode(m) for m in messages]
+        kept = sum(len(v) for _, v in out.windows)
+        assert len(out.dead) == sum(1 for d in decoded if not d.ok) + _no_time(decoded, timestamps)
+        expected_kept = sum(len(d.values) for d, t in zip(decoded, timestamps)
+                            if d.ok and _time(d, t) >= 0 and not windows.is_late(windows.start_of(_time(d, t)), watermark))
+        assert kept == expected_kept
+        late = sum(1 for d, t in zip(decoded, timestamps)
+                   if d.ok and _time(d, t) >= 0 and windows.is_late(windows.start_of(_time(d, t)), watermark))
+        assert out.late == late
+        assert {r for r, _, _ in out.dead} <= set(REASONS) | {"no_timestamp"}
+
+
+def _time(d, t: int | None) -> int:
+    if d.event_time is not None:
+        return d.event_time
+    return -1 if t is None else t
+
+
+def _no_time(decoded, timestamps) -> int:
+    return sum(1 for d, t in zip(decoded, timestamps) if d.ok and _time(d, t) < 0)
+
+
+@FUZZ
+@given(st.binary(max_size=200))
+def test_random_batch_records_are_refused_cleanly(data: bytes) -> None:
+    """A record that is not a well-formed batch raises BatchFormatError ("Possible corruption"), nothing else."""
+    try:
+        timestamps, values = unpack_batch(data)
+    except BatchFormatError as exc:
+        assert "Possible corruption" in str(exc)
+    else:
+        assert len(timestamps) == len(values)
+
+
+def test_huge_path_depth_and_huge_message_are_classified() -> None:
+    """A path 100,000 components deep and a 4 MiB message are classified, not crashed on."""
+    deep = "/".join(["a"] * 100_000).encode()
+    assert MessageDecoder("path", max_message_bytes=1 << 20, path_depth=3).decode(deep).reason in REASONS
+    huge = np.zeros(1 << 20, dtype=np.uint32).tobytes()
+    assert MessageDecoder("packed-ipv4", max_message_bytes=1 << 20).decode(huge).reason == "oversized"
