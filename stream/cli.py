@@ -81,6 +81,24 @@ def _privacy_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     p.add_argument("--pretty", action="store_true", help="print a readable table instead of JSON")
 
 
+def _kafka_client_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default 127.0.0.1:9092, or the "
+                                                     "--config file's kafka.bootstrap)")
+    p.add_argument("--config", default=None,
+                   help="take the Kafka client settings (bootstrap, security_protocol, extra: SASL/SSL) from "
+                        "this dphhh TOML file; secrets as env:NAME or file:PATH")
+
+
+def kafka_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Kafka client options of a client command: the --config file's (security included), with
+    --bootstrap taking precedence."""
+    from .config import load_config
+
+    options = load_config(args.config).kafka_client_options() if args.config else {}
+    options["bootstrap.servers"] = args.bootstrap or options.get("bootstrap.servers") or "127.0.0.1:9092"
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dphhh``."""
     parser = argparse.ArgumentParser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
@@ -101,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_snapshot_parser(sub)
     p = sub.add_parser("dashboard", help="serve a live web page of the published private reports")
     p.add_argument("--topic", default="dphhh-reports", help="reports topic (default dphhh-reports)")
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    _kafka_client_options(p)
     p.add_argument("--file", default=None, help="follow a reports JSON-lines file instead of a topic")
     p.add_argument("--port", type=int, default=8080, help="HTTP port on 127.0.0.1 (default 8080)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -119,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic addresses (planted heavy prefixes)")
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
     p.add_argument("--topic", required=True)
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    _kafka_client_options(p)
     p.add_argument("--rate", type=float, default=0.0, help="addresses/s (0 = as fast as possible)")
     p.add_argument("--batch", type=int, default=1000, help="addresses per message (packed format)")
     p.add_argument("--format", choices=("packed-ipv4", "text-ipv4"), default="packed-ipv4")
@@ -129,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reports", help="print the reports of a reports topic (read-committed)")
     p.add_argument("--topic", default="dphhh-reports")
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    _kafka_client_options(p)
     p.add_argument("--follow", action="store_true", help="keep waiting for new reports")
     p.add_argument("--json", action="store_true", help="print the raw JSON reports")
     return parser
@@ -204,8 +222,9 @@ def _dashboard(args: argparse.Namespace) -> int:
         source = file_source(state, Path(args.file), stop)
         what = args.file
     else:
-        source = kafka_source(state, {"bootstrap.servers": args.bootstrap}, args.topic, stop)
-        what = f"{args.topic} on {args.bootstrap}"
+        options = kafka_options(args)
+        source = kafka_source(state, options, args.topic, stop)
+        what = f"{args.topic} on {options['bootstrap.servers']}"
     try:
         server = serve_dashboard(state, args.port, args.host, [source])
     except OSError as exc:
@@ -234,8 +253,9 @@ def _produce(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise ValueError(f"produce: --batch must be >= 1, got {args.batch}")
-    create_topics({"bootstrap.servers": args.bootstrap}, [args.topic], partitions=args.partitions)
-    producer = PackedProducer({"bootstrap.servers": args.bootstrap}, args.topic)
+    options = kafka_options(args)
+    create_topics(options, [args.topic], partitions=args.partitions)
+    producer = PackedProducer(options, args.topic)
     skips = SkipCounter()
     if args.synthetic is not None:
         chunks = iter([synthetic_addresses(args.synthetic, seed=args.seed)])
@@ -273,7 +293,7 @@ def _reports(args: argparse.Namespace) -> int:
 
     shown = 0
     try:
-        for _, value in iter_committed_values({"bootstrap.servers": args.bootstrap}, args.topic, follow=args.follow):
+        for _, value in iter_committed_values(kafka_options(args), args.topic, follow=args.follow):
             report = json.loads(value)
             print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)
             shown += 1

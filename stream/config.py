@@ -133,6 +133,21 @@ def _check_type(section: str, key: str, value: Any, like: Any) -> Any:
     return value
 
 
+def _secret(key: str, value: str) -> str:
+    """Resolve ``env:NAME`` / ``file:PATH`` references of a pass-through Kafka option."""
+    if value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise ConfigError(f"config: kafka.extra.{key} refers to environment variable {name}, which is not set")
+        return os.environ[name]
+    if value.startswith("file:"):
+        try:
+            return Path(value[5:]).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"config: kafka.extra.{key} refers to a file that cannot be read ({exc.strerror})") from None
+    return value
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """The validated configuration of one stream job."""
@@ -151,9 +166,14 @@ class JobConfig:
         return None if seed < 0 else seed
 
     def kafka_client_options(self) -> dict[str, Any]:
-        """Options shared by every Kafka client (bootstrap, security, pass-through extras)."""
+        """Options shared by every Kafka client (bootstrap, security, pass-through extras).
+
+        An extra whose value is ``env:NAME`` takes the value of environment variable NAME, and
+        ``file:PATH`` the (stripped) content of that file — so secrets such as
+        ``sasl.jaas.config`` need not sit in the configuration file. Their values are never
+        logged (:meth:`public_dict` masks every extra) nor put in error messages."""
         opts = {"bootstrap.servers": self["kafka.bootstrap"], "security.protocol": self["kafka.security_protocol"]}
-        opts.update({str(k): str(v) for k, v in self["kafka.extra"].items()})
+        opts.update({str(k): _secret(str(k), str(v)) for k, v in self["kafka.extra"].items()})
         return opts
 
     def public_dict(self) -> dict[str, Any]:

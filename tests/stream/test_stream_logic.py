@@ -183,3 +183,32 @@ def test_json_time_assigner() -> None:
     assert a.extract_timestamp(b'{"ip": "1.2.3.4", "ts": 1234}', 99) == 1234
     for bad in (b'{"ts": "x"}', b"not json", b"[1]", b'{"ts": -5}', b'{"ts": true}'):
         assert a.extract_timestamp(bad, 99) == 99
+
+
+def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monkeypatch) -> None:
+    """Pass-through Kafka options may name an environment variable or a file; every client gets the
+    resolved value, the public view masks them, and a missing secret is an error naming the key only."""
+    from stream.cli import build_parser, kafka_options
+
+    secret = tmp_path / "jaas"
+    secret.write_text('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t";\n')
+    monkeypatch.setenv("TEST_KAFKA_PASSWORD", "hunter2")
+    path = tmp_path / "c.toml"
+    path.write_text('[kafka]\nbootstrap = "broker-a:9093"\nsecurity_protocol = "SASL_SSL"\n'
+                    f'[kafka.extra]\n"sasl.mechanism" = "PLAIN"\n"sasl.jaas.config" = "file:{secret}"\n'
+                    '"ssl.keystore.password" = "env:TEST_KAFKA_PASSWORD"\n')
+    cfg = load_config(path, environ={})
+    opts = cfg.kafka_client_options()
+    assert opts["sasl.jaas.config"].endswith('password="s3cr3t";') and opts["ssl.keystore.password"] == "hunter2"
+    assert opts["security.protocol"] == "SASL_SSL" and opts["sasl.mechanism"] == "PLAIN"
+    assert "s3cr3t" not in json.dumps(cfg.public_dict()) and "hunter2" not in json.dumps(cfg.public_dict())
+    for command in (["reports"], ["produce", "--synthetic", "5", "--topic", "t"], ["dashboard"]):
+        args = build_parser().parse_args([*command, "--config", str(path)])
+        got = kafka_options(args)  # every client command gets the security settings
+        assert got["bootstrap.servers"] == "broker-a:9093" and got["ssl.keystore.password"] == "hunter2"
+    args = build_parser().parse_args(["reports", "--config", str(path), "--bootstrap", "other:9092"])
+    assert kafka_options(args)["bootstrap.servers"] == "other:9092"
+    monkeypatch.delenv("TEST_KAFKA_PASSWORD")
+    with pytest.raises(ConfigError, match="kafka.extra.ssl.keystore.password refers to environment variable") as err:
+        cfg.kafka_client_options()
+    assert "hunter2" not in str(err.value)
