@@ -241,9 +241,29 @@ def replay_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: in
         producer.close()
 
 
+def check_output_paths(cfg: JobConfig) -> None:
+    """Fail at start, with the key named, if the release ledger's folder or the reports file's folder
+    cannot be created and written (instead of the job failing at its first release)."""
+    import tempfile
+
+    from .config import ConfigError
+
+    targets = [("output.ledger_dir", cfg["output.ledger_dir"])]
+    if cfg["output.reports_file"]:
+        targets.append(("output.reports_file", str(Path(cfg["output.reports_file"]).parent)))
+    for key, folder in targets:
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".dphhh-write-check-"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"config: {key}: cannot write to {folder} ({exc.strerror})") from None
+
+
 def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate: float = 20_000.0) -> int:
     """``dphhh run``: the main job; prints each window's report as it is published."""
     run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+    check_output_paths(cfg)
     broker = prepare_kafka(cfg)
     stop = threading.Event()
     producer = printer = None

@@ -144,3 +144,18 @@ def test_produce_without_a_broker_is_a_clear_error(capsys) -> None:
     """Producing to an address where no broker answers exits 1 with a one-line Kafka error, no traceback."""
     code, out, err = _run(capsys, "produce", "--synthetic", "10", "--topic", "t", "--bootstrap", "127.0.0.1:1")
     assert code == 1 and "error: kafka:" in err and "Traceback" not in err
+
+
+def test_run_refuses_an_unwritable_ledger_or_report_folder_at_start(tmp_path, capsys) -> None:
+    """`dphhh run` stops before starting anything when the ledger or report folder cannot be written,
+    naming the key (a file where a folder should be)."""
+    from stream.cli import main
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    assert main(["run", "--set", f"output.ledger_dir={blocker / 'ledger'}", "--set", "kafka.bootstrap=127.0.0.1:1"]) == 2
+    assert "config: output.ledger_dir: cannot write to" in capsys.readouterr().err
+    assert main(["run", "--set", f"output.ledger_dir={tmp_path / 'ledger'}", "--set",
+                 f"output.reports_file={blocker / 'r' / 'reports.jsonl'}", "--set", "kafka.bootstrap=127.0.0.1:1"]) == 2
+    assert "config: output.reports_file: cannot write to" in capsys.readouterr().err
+    assert (tmp_path / "ledger").is_dir() and not list((tmp_path / "ledger").iterdir())  # the check leaves nothing
