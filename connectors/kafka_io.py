@@ -7,6 +7,7 @@ kafka-python's keyword arguments, so SASL/SSL settings pass through to every cli
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -135,24 +136,35 @@ def iter_committed_values(
     follow: bool = False,
     idle_timeout_s: float = 5.0,
     group_id: str | None = None,
+    from_beginning: bool = True,
+    stop: "threading.Event | None" = None,
 ) -> Iterator[tuple[int, bytes]]:
-    """(timestamp ms, value) of a topic from the beginning, read-committed only.
+    """(timestamp ms, value) of a topic, read-committed only, from the beginning (or, without
+    ``from_beginning``, from records published after the start).
 
-    Without ``follow`` it stops once no new record arrived for ``idle_timeout_s``.
+    Without ``follow`` it stops once no new record arrived for ``idle_timeout_s``; with ``follow``
+    it keeps waiting, until ``stop`` is set if one is given (checked whenever the topic is idle).
     """
     from kafka import KafkaConsumer
 
+    if not follow:
+        timeout_ms: float = int(idle_timeout_s * 1000)
+    else:
+        timeout_ms = 500 if stop is not None else float("inf")
     consumer = KafkaConsumer(
         topic,
         **client_kwargs(options),
         group_id=group_id,
-        auto_offset_reset="earliest",
+        auto_offset_reset="earliest" if from_beginning else "latest",
         enable_auto_commit=False,
         isolation_level="read_committed",
-        consumer_timeout_ms=int(idle_timeout_s * 1000) if not follow else float("inf"),
+        consumer_timeout_ms=timeout_ms,
     )
     try:
-        for record in consumer:
-            yield record.timestamp, record.value
+        while True:
+            for record in consumer:
+                yield record.timestamp, record.value
+            if not follow or stop is None or stop.is_set():
+                break
     finally:
         consumer.close()

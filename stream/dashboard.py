@@ -107,18 +107,10 @@ class DashboardState:
 
 
 def _reader_kafka(state: DashboardState, options: dict[str, Any], topic: str, stop: threading.Event) -> None:
-    from kafka import KafkaConsumer
+    from connectors.kafka_io import iter_committed_values
 
-    from connectors.kafka_io import client_kwargs
-
-    consumer = KafkaConsumer(topic, **client_kwargs(options), group_id=None, auto_offset_reset="earliest",
-                             enable_auto_commit=False, isolation_level="read_committed", consumer_timeout_ms=500)
-    try:
-        while not stop.is_set():
-            for record in consumer:
-                state.add(json.loads(record.value))
-    finally:
-        consumer.close()
+    for _, value in iter_committed_values(options, topic, follow=True, stop=stop):
+        state.add(json.loads(value))
 
 
 def _reader_file(state: DashboardState, path: Path, stop: threading.Event) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .config import load_config
-from .job import build_pipeline, ensure_jars, ensure_operator_jar, flink_configuration
+from .job import build_pipeline, flink_configuration, job_jars
 
 __all__ = ["main"]
 
@@ -45,10 +45,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     conf = flink_configuration(cfg, run_dir)
     conf.set_string("python.executable", sys.executable)
     env.configure(conf)
-    import pyflink
-
-    python_runtime = sorted((Path(pyflink.__file__).resolve().parent / "opt").glob("flink-python-*.jar"))
-    env.add_jars(*("file://" + str(j) for j in [*ensure_jars(), ensure_operator_jar(), *python_runtime]))
+    env.add_jars(*("file://" + str(j) for j in job_jars(python_runtime=True)))
     build_pipeline(env, cfg, run_dir)
     env.execute("dphhh")
 

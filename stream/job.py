@@ -21,7 +21,7 @@ from pathlib import Path
 from .config import JobConfig
 from .operators import STEP_IDS, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator, dead_letter_tag
 
-__all__ = ["ROOT", "ensure_jars", "ensure_operator_jar", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = ["ROOT", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
@@ -81,6 +81,17 @@ def ensure_operator_jar() -> Path:
     return jar
 
 
+def job_jars(*, python_runtime: bool = False) -> list[Path]:
+    """The jars the job ships: the Kafka connector and dphhh's operator jar, plus PyFlink's Python
+    runtime jar (kept in ``opt/`` of Flink distributions) for a cluster that lacks it."""
+    jars = [*ensure_jars(), ensure_operator_jar()]
+    if python_runtime:
+        import pyflink
+
+        jars += sorted((Path(pyflink.__file__).resolve().parent / "opt").glob("flink-python-*.jar"))
+    return jars
+
+
 def prepare_gateway(run_dir: Path) -> None:
     """Environment for PyFlink's JVM; call before creating any PyFlink object in this process."""
     import pyflink
@@ -134,8 +145,7 @@ def flink_configuration(cfg: JobConfig, run_dir: Path):
     conf = Configuration()
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.execution-mode", "process")
-    jars = [*ensure_jars(), ensure_operator_jar()]
-    conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in jars))
+    conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in job_jars()))
     conf.set_string("pipeline.name", "dphhh")
     conf.set_string("parallelism.default", str(f["parallelism"]))
     conf.set_string("execution.runtime-mode", "STREAMING")
@@ -290,13 +300,11 @@ def submit(cfg: JobConfig, run_dir: Path):
 def _remote_environment(cfg: JobConfig, conf):
     """An environment that submits to the JobManager at ``flink.remote`` (host:port of its REST
     endpoint), shipping the connector, dphhh's operator jar and PyFlink's Python runtime jar."""
-    import pyflink
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.java_gateway import get_gateway
 
     host, _, port = cfg["flink.remote"].rpartition(":")
-    home = Path(pyflink.__file__).resolve().parent
-    jars = [*ensure_jars(), ensure_operator_jar(), *sorted(home.glob("opt/flink-python-*.jar"))]
+    jars = job_jars(python_runtime=True)
     gateway = get_gateway()
     j_jars = gateway.new_array(gateway.jvm.String, len(jars))
     for i, jar in enumerate(jars):

@@ -113,27 +113,21 @@ class ReportPrinter(threading.Thread):
         self.stop_event = threading.Event()
         self.count = 0
 
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the reader to stop and wait for it (at most ``timeout_s``)."""
+        self.stop_event.set()
+        if self.ident is not None:
+            self.join(timeout=timeout_s)
+
     def run(self) -> None:
-        from kafka import KafkaConsumer
-
-        from connectors.kafka_io import client_kwargs
-
-        consumer = KafkaConsumer(
-            self.cfg["kafka.reports_topic"], **client_kwargs(self.cfg.kafka_client_options()),
-            group_id=None, auto_offset_reset="earliest" if self.from_beginning else "latest", enable_auto_commit=False,
-            isolation_level="read_committed", consumer_timeout_ms=500,
-        )
-        try:
-            while not self.stop_event.is_set():
-                for record in consumer:
-                    self.count += 1
-                    report = json.loads(record.value)
-                    if self.metrics is not None:
-                        self.metrics.observe(report)
-                    print(self.render(report), flush=True)
-                    print(flush=True)
-        finally:
-            consumer.close()
+        for _, value in iter_committed_values(self.cfg.kafka_client_options(), self.cfg["kafka.reports_topic"],
+                                              follow=True, from_beginning=self.from_beginning, stop=self.stop_event):
+            self.count += 1
+            report = json.loads(value)
+            if self.metrics is not None:
+                self.metrics.observe(report)
+            print(self.render(report), flush=True)
+            print(flush=True)
 
 
 def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tuple[int, bytes]]:
@@ -199,8 +193,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         printer.start()
         wait_for_job(client, timeout_s=600)
         time.sleep(1.0)
-        printer.stop_event.set()
-        printer.join(timeout=10)
+        printer.stop()
         published, printer = printer.count, None
         dead = sum(1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
                                                     idle_timeout_s=2))
@@ -210,8 +203,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     finally:
         with signals_deferred():
             if printer is not None:
-                printer.stop_event.set()
-                printer.join(timeout=10)
+                printer.stop()
             if broker is not None:
                 broker.stop()
 
@@ -295,10 +287,9 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
     finally:
         with signals_deferred():  # Kafka clients first, then the broker they talk to
             stop.set()
-            for thread in (producer, printer):
-                if thread is not None:
-                    if isinstance(thread, ReportPrinter):
-                        thread.stop_event.set()
-                    thread.join(timeout=10)
+            if producer is not None:
+                producer.join(timeout=10)
+            if printer is not None:
+                printer.stop()
             if broker is not None:
                 broker.stop()

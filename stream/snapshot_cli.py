@@ -338,13 +338,13 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
     if len(args.domain) != dims:
         raise ValueError(f"--domain: give one LO:HI per column ({dims} expected, {len(args.domain)} given)")
     bounds = [parse_range(d, "--domain") for d in args.domain]
+    lows, highs = np.array(bounds).T
+    if dims == 1:
+        lows, highs = lows[0], highs[0]
     snapshot = _read(args, "int")
-    values = np.asarray(snapshot.values, dtype=np.int64)
-    values = _in_domain(values, np.array([b[0] for b in bounds]) if dims > 1 else bounds[0][0],
-                        np.array([b[1] for b in bounds]) if dims > 1 else bounds[0][1], snapshot)
-    offset = np.array([b[0] for b in bounds]) if dims > 1 else bounds[0][0]
+    values = _in_domain(np.asarray(snapshot.values, dtype=np.int64), lows, highs, snapshot)
     sizes = [hi - lo + 1 for lo, hi in bounds]
-    shifted = values - offset
+    shifted = values - lows
     estimator = (ahead_lle(shifted, sizes, params, rng=args.seed) if dims > 2
                  else ahead_nd(shifted, sizes, params, rng=args.seed))
     answers = []

@@ -40,8 +40,8 @@ from .hhh_offline import (
     HierarchyCounts,
     OfflineHHHParams,
     OfflineHHHResult,
-    count_hierarchy,
-    items_from_masks,
+    counts_of,
+    result_of,
     sum_to_parents,
 )
 
@@ -198,21 +198,8 @@ def algorithm1_hhh(
             f"allowed tau is {min_tau:.6g} (24*Delta*ln(2h/(delta_internal*beta)), Delta={scales.big_delta:.6g}); "
             f"raise tau or use stability_histogram_hhh"
         )
-    tree = values if isinstance(values, HierarchyCounts) else count_hierarchy(values, hierarchy)
-    if tree.hierarchy != hierarchy:
-        raise ValueError("Algorithm1: the precomputed counts belong to a different hierarchy")
+    tree = counts_of(values, hierarchy, "Algorithm1")
     source = as_source(rng)
     outcome = algorithm1_levels(tree, params.tau, scales, source)
-    selected = {o.level: o.selected for o in outcome}
-    released = {o.level: o.released for o in outcome}
     internal = scales.as_dict() | {"min_tau": min_tau}
-    return OfflineHHHResult(
-        "algorithm1",
-        params,
-        hierarchy.spec(),
-        hierarchy.h,
-        items_from_masks(tree, selected, released),
-        _guarantee_text(params),
-        internal,
-        bool(getattr(source, "secure", False)),
-    )
+    return result_of("algorithm1", params, tree, outcome, _guarantee_text(params), internal, source)

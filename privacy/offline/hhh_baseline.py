@@ -36,8 +36,8 @@ from .hhh_offline import (
     HierarchyCounts,
     OfflineHHHParams,
     OfflineHHHResult,
-    count_hierarchy,
-    items_from_masks,
+    counts_of,
+    result_of,
     sum_to_parents,
 )
 
@@ -120,20 +120,7 @@ def stability_histogram_hhh(
     if not isinstance(params, OfflineHHHParams):
         raise TypeError(f"StabilityHistogramHHH: params must be OfflineHHHParams, got {type(params).__name__}")
     scales = BaselineScales.for_budget(params.epsilon, params.delta, hierarchy.h)
-    tree = values if isinstance(values, HierarchyCounts) else count_hierarchy(values, hierarchy)
-    if tree.hierarchy != hierarchy:
-        raise ValueError("StabilityHistogramHHH: the precomputed counts belong to a different hierarchy")
+    tree = counts_of(values, hierarchy, "StabilityHistogramHHH")
     source = as_source(rng)
     outcome = baseline_levels(tree, params.tau, scales, source)
-    selected = {o.level: o.selected for o in outcome}
-    released = {o.level: o.released for o in outcome}
-    return OfflineHHHResult(
-        "stability_histogram",
-        params,
-        hierarchy.spec(),
-        hierarchy.h,
-        items_from_masks(tree, selected, released),
-        _guarantee_text(params),
-        scales.as_dict(),
-        bool(getattr(source, "secure", False)),
-    )
+    return result_of("stability_histogram", params, tree, outcome, _guarantee_text(params), scales.as_dict(), source)

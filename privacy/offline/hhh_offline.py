@@ -27,7 +27,7 @@ and never appear in messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -274,6 +274,33 @@ def items_from_masks(
             key = int(lc.keys[i])
             items.append(OfflineHHHItem(level, key, hierarchy.label(key, level), float(released[level][0, i])))
     return tuple(items)
+
+
+def counts_of(values: Any, hierarchy: Hierarchy, owner: str) -> HierarchyCounts:
+    """``values`` counted over ``hierarchy`` (or checked, when already a :class:`HierarchyCounts`)."""
+    tree = values if isinstance(values, HierarchyCounts) else count_hierarchy(values, hierarchy)
+    if tree.hierarchy != hierarchy:
+        raise ValueError(f"{owner}: the precomputed counts belong to a different hierarchy")
+    return tree
+
+
+def result_of(
+    algorithm: str,
+    params: "OfflineHHHParams",
+    tree: HierarchyCounts,
+    outcome: Sequence[Any],
+    guarantee_text: str,
+    internal: Mapping[str, Any],
+    source: Any,
+) -> "OfflineHHHResult":
+    """The :class:`OfflineHHHResult` of one run: the first trial of each level outcome
+    (``level``, ``selected``, ``released`` attributes), reported bottom-up."""
+    selected = {o.level: o.selected for o in outcome}
+    released = {o.level: o.released for o in outcome}
+    return OfflineHHHResult(
+        algorithm, params, tree.hierarchy.spec(), tree.h, items_from_masks(tree, selected, released),
+        guarantee_text, dict(internal), bool(getattr(source, "secure", False)),
+    )
 
 
 # Re-exports of the mechanisms and the planner, resolved lazily (PEP 562) because those modules
