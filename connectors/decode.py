@@ -5,14 +5,17 @@ Each decoder turns one message value (``bytes``) into a batch of hierarchy value
 content into the reason. Formats:
 
 * ``packed-ipv4`` (the fast path): big-endian IPv4 addresses, 4 bytes each, many per message;
+* ``packed-ipv4-pairs``: 8 bytes per element, many per message: a big-endian IPv4 *unit* address
+  (e.g. the source, the privacy unit of user-level privacy) then the big-endian IPv4 address the
+  hierarchy is over (e.g. the destination);
 * ``text-ipv4``: one dotted-quad address per message (UTF-8);
 * ``json``: a JSON object with the address (dotted quad) in a configurable field; optionally an
-  event-time field (epoch milliseconds);
+  event-time field (epoch milliseconds) and a privacy-unit field (any string or integer);
 * ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``.
 
 Reasons: ``empty``, ``oversized``, ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
 ``wrong_family`` (an IPv6 address on an IPv4 topic), ``bad_json``, ``missing_field``,
-``bad_time``, ``bad_path_empty_component``, ``bad_path_too_long``, ``bad_path_too_deep``,
+``bad_time``, ``missing_unit``, ``bad_path_empty_component``, ``bad_path_too_long``, ``bad_path_too_deep``,
 ``bad_path_depth``.
 """
 
@@ -24,15 +27,19 @@ from typing import Any
 
 import numpy as np
 
+from privacy.unit_cap import unit_keys_of
+
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
-__all__ = ["FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
+__all__ = ["FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
 
-FORMATS = ("packed-ipv4", "text-ipv4", "json", "path")
+FORMATS = ("packed-ipv4", "packed-ipv4-pairs", "text-ipv4", "json", "path")
+#: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON).
+UNIT_FORMATS = ("packed-ipv4-pairs", "json")
 #: Every reason a decoder gives for a bad message.
 REASONS = ("empty", "oversized", "bad_length", "invalid_utf8", "bad_ipv4", "wrong_family", "bad_json",
-           "missing_field", "bad_time", "bad_path_empty_component", "bad_path_too_long", "bad_path_too_deep",
+           "missing_field", "bad_time", "missing_unit", "bad_path_empty_component", "bad_path_too_long", "bad_path_too_deep",
            "bad_path_depth")
 _BE_U32 = np.dtype(">u4")
 
@@ -40,11 +47,13 @@ _BE_U32 = np.dtype(">u4")
 @dataclass(frozen=True)
 class Decoded:
     """A decoded message: ``values`` (uint32 array or list of paths) or a ``reason``; ``event_time``
-    (epoch ms) when the message carried its own time (JSON), else ``None``."""
+    (epoch ms) when the message carried its own time (JSON), else ``None``; ``units`` (uint64, one
+    per value) when the decoder reads privacy-unit keys, else ``None``."""
 
     values: Any = None
     reason: str | None = None
     event_time: int | None = None
+    units: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
@@ -55,12 +64,14 @@ class Decoded:
 class DecodedBatch:
     """Many decoded messages: ``reasons[i]`` is ``None`` for a good message; ``counts[i]`` values
     of message ``i`` (0 when bad) follow each other in ``values`` (uint32 array or list of paths),
-    in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field)."""
+    in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field);
+    ``units`` (uint64, aligned with ``values``) when the decoder reads privacy-unit keys."""
 
     reasons: list[str | None]
     counts: np.ndarray
     values: Any
     event_times: np.ndarray | None = None
+    units: np.ndarray | None = None
 
 
 class MessageDecoder:
@@ -73,6 +84,7 @@ class MessageDecoder:
         max_message_bytes: int = 1 << 20,
         json_field: str = "ip",
         json_time_field: str | None = None,
+        unit_field: str | None = None,
         path_depth: int = 4,
     ) -> None:
         if fmt not in FORMATS:
@@ -81,7 +93,12 @@ class MessageDecoder:
             raise ValueError(f"MessageDecoder: max_message_bytes must be an integer >= 4, got {max_message_bytes!r}")
         if not isinstance(path_depth, int) or path_depth < 1:
             raise ValueError(f"MessageDecoder: path_depth must be an integer >= 1, got {path_depth!r}")
+        if unit_field is not None and fmt != "json":
+            raise ValueError(f"MessageDecoder: unit_field applies to the json format only, not {fmt!r}")
         self.format = fmt
+        self.unit_field = unit_field
+        #: whether decoded values come with privacy-unit keys
+        self.has_units = fmt == "packed-ipv4-pairs" or unit_field is not None
         self.max_message_bytes = max_message_bytes
         self.json_field = json_field
         self.json_time_field = json_time_field
@@ -97,11 +114,17 @@ class MessageDecoder:
             if len(value) % 4:
                 return Decoded(reason="bad_length")
             return Decoded(values=np.frombuffer(value, dtype=_BE_U32).astype(np.uint32))
+        if self.format == "packed-ipv4-pairs":
+            if len(value) % 8:
+                return Decoded(reason="bad_length")
+            pairs = np.frombuffer(value, dtype=_BE_U32).reshape(-1, 2)
+            return Decoded(values=pairs[:, 1].astype(np.uint32), units=pairs[:, 0].astype(np.uint64))
         try:
             text = bytes(value).decode("utf-8")
         except UnicodeDecodeError:
             return Decoded(reason="invalid_utf8")
         event_time = None
+        units = None
         if self.format == "json":
             try:
                 obj = json.loads(text)
@@ -114,16 +137,24 @@ class MessageDecoder:
                 if not isinstance(t, int) or isinstance(t, bool) or not (0 <= t < 2**62):
                     return Decoded(reason="bad_time")
                 event_time = t
+            if self.unit_field is not None:
+                unit = obj.get(self.unit_field)
+                if not isinstance(unit, (str, int)) or isinstance(unit, bool):
+                    return Decoded(reason="missing_unit")
+                units = unit_keys_of([unit])
             text = obj[self.json_field]
         if self.format == "path":
             return self._path(text)
-        return self._ipv4(text, event_time)
+        out = self._ipv4(text, event_time)
+        return out if units is None or not out.ok else Decoded(out.values, None, event_time, units)
 
     def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
         """Decode many message values; message for message the same outcome as :meth:`decode`,
         vectorised for the IPv4 formats. Never raises for bad content."""
         if self.format == "packed-ipv4":
             return self._packed_many(values)
+        if self.format == "packed-ipv4-pairs":
+            return self._pairs_many(values)
         if self.format == "text-ipv4":
             return self._text_many(values)
         decoded = [self.decode(v) for v in values]
@@ -133,7 +164,10 @@ class MessageDecoder:
             times = np.array([-1 if d.event_time is None else d.event_time for d in decoded], dtype=np.int64)
         flat: list = [x for d in decoded if d.ok for x in d.values]
         out_values: Any = flat if self.format == "path" else np.array(flat, dtype=np.uint32)
-        return DecodedBatch([d.reason for d in decoded], counts, out_values, times)
+        units = None
+        if self.has_units:
+            units = np.concatenate([np.empty(0, np.uint64)] + [d.units for d in decoded if d.ok])
+        return DecodedBatch([d.reason for d in decoded], counts, out_values, times, units)
 
     def _size_reason(self, value: bytes | None) -> str | None:
         if not value:
@@ -142,20 +176,29 @@ class MessageDecoder:
             return "oversized"
         return None
 
-    def _packed_many(self, values: list[bytes | None]) -> DecodedBatch:
+    def _fixed_width(self, values: list[bytes | None], width: int) -> tuple[list[str | None], np.ndarray, np.ndarray]:
+        """Reasons, element counts and the big-endian uint32 words of messages of ``width``-byte elements."""
         reasons: list[str | None] = []
         good: list[bytes] = []
         counts = np.zeros(len(values), dtype=np.int64)
         for i, value in enumerate(values):
             reason = self._size_reason(value)
-            if reason is None and len(value) % 4:  # type: ignore[arg-type]
+            if reason is None and len(value) % width:  # type: ignore[arg-type]
                 reason = "bad_length"
             reasons.append(reason)
             if reason is None:
                 good.append(value)  # type: ignore[arg-type]
-                counts[i] = len(value) // 4  # type: ignore[arg-type]
-        flat = np.frombuffer(b"".join(good), dtype=_BE_U32).astype(np.uint32)
-        return DecodedBatch(reasons, counts, flat)
+                counts[i] = len(value) // width  # type: ignore[arg-type]
+        return reasons, counts, np.frombuffer(b"".join(good), dtype=_BE_U32)
+
+    def _packed_many(self, values: list[bytes | None]) -> DecodedBatch:
+        reasons, counts, words = self._fixed_width(values, 4)
+        return DecodedBatch(reasons, counts, words.astype(np.uint32))
+
+    def _pairs_many(self, values: list[bytes | None]) -> DecodedBatch:
+        reasons, counts, words = self._fixed_width(values, 8)
+        pairs = words.reshape(-1, 2)
+        return DecodedBatch(reasons, counts, pairs[:, 1].astype(np.uint32), None, pairs[:, 0].astype(np.uint64))
 
     def _text_many(self, values: list[bytes | None]) -> DecodedBatch:
         reasons: list[str | None] = [None] * len(values)

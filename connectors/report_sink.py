@@ -3,7 +3,8 @@
 The writer remembers which windows the file already holds (read at open), so a window
 republished after a failure and restore — byte-identical, from the release ledger — is not
 written twice. Each line is flushed and ``fsync``-ed; a write error (disk full, unwritable path)
-raises :class:`ReportSinkError` with a clear message and leaves the file's earlier lines intact.
+raises :class:`ReportSinkError` with a clear message, cuts a partly written line off again and
+leaves the file's earlier lines intact.
 """
 
 from __future__ import annotations
@@ -56,12 +57,19 @@ class JsonLinesReportFile:
         key = _window_key(report)
         if key in self._seen:
             return False
+        size = None
         try:
             with open(self.path, "ab") as fh:
+                size = fh.tell()
                 fh.write(report.rstrip(b"\n") + b"\n")
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
+            if size is not None:  # a partial line (disk full mid-write) is cut off again
+                try:
+                    os.truncate(self.path, size)
+                except OSError:
+                    pass  # the next open drops a torn last line
             raise ReportSinkError(f"report file {self.path}: cannot write: {exc.strerror}") from None
         self._seen.add(key)
         return True

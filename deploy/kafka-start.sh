@@ -8,6 +8,15 @@
 #   DPHHH_KAFKA_CONTROLLER_PORT  controller port                      (default 9093)
 #   DPHHH_KAFKA_HEAP             JVM heap options        (default "-Xms256m -Xmx512m")
 #   DPHHH_KAFKA_START_TIMEOUT    seconds to wait until it is ready    (default 60)
+#   DPHHH_KAFKA_VAR              its folder (data, logs, pid)         (default var/kafka)
+#   DPHHH_KAFKA_SECURITY         plaintext | sasl_ssl                 (default plaintext)
+#
+# A second, independent broker (e.g. a secured one for tests) needs its own DPHHH_KAFKA_VAR and
+# ports; stop it with the same variables. With DPHHH_KAFKA_SECURITY=sasl_ssl the client listener is
+# SASL_SSL (mechanism PLAIN, user "dphhh"); deploy/kafka/security.sh makes, once, a CA (clients
+# trust $DPHHH_KAFKA_VAR/secrets/ca.pem), the broker's certificate and random passwords (the
+# client's in secrets/client.password, mode 600), and deploy/kafka/sasl-ssl.properties is added to
+# the generated server.properties (then mode 600: it holds the passwords).
 #
 # Idempotent: does nothing if the broker of this checkout is already running. On first use it
 # fetches the jars (deploy/fetch-jars.sh) and formats the storage in var/kafka/data once; data
@@ -25,7 +34,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/kafka/common.sh"
 timeout_s="$(kafka_seconds DPHHH_KAFKA_START_TIMEOUT 60)"
 
 if pid="$(kafka_running_pid)"; then
-  echo "kafka-start: already running (pid $pid, $(grep -o 'PLAINTEXT://[^,]*' "$kafka_config" | head -n1))"
+  echo "kafka-start: already running (pid $pid, $(grep -o "$kafka_listener_name://[^,]*" "$kafka_config" | head -n1))"
   exit 0
 fi
 
@@ -39,10 +48,18 @@ for port in "$kafka_port" "$kafka_controller_port"; do
 done
 
 mkdir -p "$kafka_data" "$kafka_logs"
+if [[ "$kafka_security" == sasl_ssl ]]; then
+  source "$kafka_conf_dir/security.sh"
+  kafka_security_material
+  umask 077  # the generated server.properties holds the passwords
+fi
 sed -e "s#@KAFKA_PORT@#$kafka_port#g" \
     -e "s#@CONTROLLER_PORT@#$kafka_controller_port#g" \
     -e "s#@DATA_DIR@#$kafka_data#g" \
     "$kafka_conf_dir/server.properties" >"$kafka_config.tmp"
+if [[ "$kafka_security" == sasl_ssl ]]; then
+  kafka_security_overlay >>"$kafka_config.tmp"
+fi
 mv "$kafka_config.tmp" "$kafka_config"
 
 # Format the storage once (KRaft needs a cluster id and a bootstrap metadata snapshot).
@@ -87,6 +104,8 @@ fail() {
 deadline=$(( $(date +%s) + timeout_s ))
 until kafka_port_open "$kafka_port" \
       && tail -c +"$log_offset" "$log_file" 2>/dev/null | grep -q "Kafka Server started"; do
+  # the log was rolled over (50 MB) since start-up began: this run's lines start the new file
+  (( $(stat -c %s "$log_file" 2>/dev/null || echo 0) + 1 >= log_offset )) || log_offset=1
   if ! kill -0 "$pid" 2>/dev/null; then
     rm -f "$kafka_pid_file"
     fail "the broker exited during start-up"

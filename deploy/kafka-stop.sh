@@ -6,6 +6,7 @@
 # Sends SIGTERM (a controlled shutdown that flushes the logs), waits up to
 # DPHHH_KAFKA_STOP_TIMEOUT seconds (default 30), then SIGKILLs. Removes var/kafka/kafka.pid.
 # Idempotent: succeeds and says so when the broker is not running. Data in var/kafka/data is kept.
+# A second broker (DPHHH_KAFKA_VAR, ports: see kafka-start.sh) is stopped with the same variables.
 set -euo pipefail
 kafka_script=kafka-stop
 source "$(dirname "${BASH_SOURCE[0]}")/kafka/common.sh"

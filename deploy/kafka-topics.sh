@@ -7,7 +7,7 @@
 #   bash deploy/kafka-topics.sh delete NAME                # idempotent
 #
 # The broker must be running (deploy/kafka-start.sh); DPHHH_KAFKA_PORT picks its port (default
-# 9092). Replication factor is always 1 (one broker). Each call starts a JVM (about 1-2 s); from
+# 9092), DPHHH_KAFKA_VAR / DPHHH_KAFKA_SECURITY a secured test broker (see kafka-start.sh). Replication factor is always 1 (one broker). Each call starts a JVM (about 1-2 s); from
 # Python, kafka-python's KafkaAdminClient does the same without it.
 set -euo pipefail
 kafka_script=kafka-topics
@@ -31,7 +31,10 @@ compgen -G "$kafka_jars/kafka-tools-[0-9]*.jar" >/dev/null \
 kafka_port_open "$kafka_port" \
   || kafka_die "no broker listening on $kafka_bootstrap; start it with deploy/kafka-start.sh"
 
-topics() { kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$kafka_bootstrap" "$@"; }
+# a SASL_SSL test broker (DPHHH_KAFKA_SECURITY=sasl_ssl) is reached with its generated client settings
+extra=()
+[[ "$kafka_security" == sasl_ssl ]] && extra=(--command-config "$kafka_secrets/client.properties")
+topics() { kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$kafka_bootstrap" "${extra[@]}" "$@"; }
 
 case "$cmd" in
   create)

@@ -8,17 +8,30 @@ provided every window is reported once, on schedule, and never re-released with 
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Mapping
 
-from .params import HHHParams
+from .params import HHHParams, PrivacyBudget
 from .release import ReleaseScales
 from .stream_size import size_scale
 
 __all__ = ["window_ledger"]
 
 
-def window_ledger(params: HHHParams, *, h: int) -> dict[str, Any]:
-    """The ledger entry of one window released with ``params`` over ``h`` sketched levels."""
+def window_ledger(
+    params: HHHParams,
+    *,
+    h: int,
+    unit: Any = None,
+    budget: PrivacyBudget | None = None,
+    spending: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ledger entry of one window released with ``params`` over ``h`` sketched levels.
+
+    With a user-level ``unit`` (:class:`~privacy.unit.PrivacyUnit`), ``params`` are its group-privacy
+    calibration of ``budget``: the entry states ``budget`` at the unit's level and keeps the
+    event-level (ε', δ') beside it. ``spending`` is the budget guard's account after this window.
+    """
     rel = params.release_budget
     size = params.size_budget
     scales = ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant)
@@ -35,13 +48,39 @@ def window_ledger(params: HHHParams, *, h: int) -> dict[str, Any]:
     }
     if scales.w_release is not None:
         release_entry["scales"].update({"gamma_release": scales.gamma_release, "w_release": scales.w_release})
-    return {
+    event_text = f"({total.epsilon:g}, {total.delta:g})-DP with respect to adding or removing one element of this window"
+    out: dict[str, Any] = {
         "unit": "event",
-        "guarantee": f"({total.epsilon:g}, {total.delta:g})-DP with respect to adding or removing one element of this window",
+        "guarantee": event_text,
         "epsilon": total.epsilon,
         "delta": total.delta,
         "composition": "sequential within the window; parallel across disjoint windows",
-        "entries": [
+    }
+    if unit is not None and unit.kind == "user":
+        if budget is None:
+            raise ValueError("window_ledger: a user-level unit needs the user-level budget")
+        calibrated = unit.event_budget(budget)
+        if not (math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
+                and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)):
+            raise ValueError(  # never claim a user-level guarantee the mechanism's calibration does not give
+                f"window_ledger: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
+                f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated user-level budget"
+            )
+        out.update({
+            "unit": "user",
+            "unit_key": unit.key,
+            "unit_cap": unit.cap,
+            "guarantee": unit.guarantee(budget),
+            "epsilon": budget.epsilon,
+            "delta": budget.delta,
+            "composition": "sequential within the window; across windows sequential for one unit "
+                           "(a unit's elements span windows), parallel for one element",
+            "event_level": {"epsilon": total.epsilon, "delta": total.delta, "guarantee": event_text,
+                            "calibration": f"group privacy over {unit.cap} elements per unit"},
+        })
+    if spending is not None:
+        out["spending"] = dict(spending)
+    out["entries"] = [
             release_entry,
             {
                 "mechanism": "substream_sizes",
@@ -51,5 +90,5 @@ def window_ledger(params: HHHParams, *, h: int) -> dict[str, Any]:
                 "noise": "discrete_laplace",
                 "scale": size_scale(epsilon=size.epsilon, h=h),
             },
-        ],
-    }
+        ]
+    return out

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 from .hhh import HHHItem
 from .params import HHHParams
 
-__all__ = ["SCHEMA", "build_report"]
+__all__ = ["SCHEMA", "build_report", "build_refused_report"]
 
 SCHEMA = "dphhh.report/1"
 
@@ -65,10 +65,39 @@ def build_report(
             ),
             "coverage_holds": p.mode == "conservative" and p.tau >= 2 * alpha1,
             "coverage": _coverage_text(p, alpha1),
-            "privacy": ledger["guarantee"],
+            "privacy": ledger["guarantee"] if secure_randomness else (
+                "none: seeded noise (NOT private); with secure noise: " + ledger["guarantee"]),
             "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
         },
         "budget": dict(ledger),
         "hhh": [item.as_dict() for item in items],
         "diagnostics": dict(diagnostics or {}),
+    }
+
+
+def build_refused_report(
+    *,
+    params: HHHParams,
+    hierarchy_spec: str,
+    h: int,
+    reason: str,
+    ledger: Mapping[str, Any],
+    window: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report of a window whose release the budget guard refused.
+
+    It keeps the fixed schedule (one report per window) and carries nothing computed from the
+    window's data: no noisy size, no prefix, zero budget spent; ``refused`` says why."""
+    p = params
+    return {
+        "schema": SCHEMA,
+        "window": dict(window or {}),
+        "refused": reason,
+        "params": {"epsilon": p.epsilon, "delta": p.delta, "beta": p.beta, "tau": p.tau, "counters": p.counters,
+                   "hierarchy": hierarchy_spec, "h": h, "variant": p.variant, "mode": p.mode,
+                   "partitions": p.partitions},
+        "guarantees": {"privacy": "nothing released: " + reason},
+        "budget": dict(ledger),
+        "hhh": [],
+        "diagnostics": {},
     }

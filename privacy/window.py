@@ -41,6 +41,10 @@ def release_sketch(
 
     ``labels`` (hashed-key hierarchies) are attached for the released keys only.
     """
+    if not (isinstance(h, int) and h >= 1 and isinstance(level, int) and 1 <= level <= h):
+        raise ValueError(f"release_sketch: level must be in 1..h and h >= 1 (the hierarchy's levels), got level={level!r}, h={h!r}")
+    if not (isinstance(partition, int) and 0 <= partition < params.partitions):
+        raise ValueError(f"release_sketch: partition must be in 0..{params.partitions - 1}, got {partition!r}")
     source = as_source(rng)
     rel = params.release_budget
     values = release_level(counters, epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant, rng=source)
@@ -59,8 +63,14 @@ def assemble_report(
     window: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     secure_randomness: bool = True,
+    unit: Any = None,
+    budget: Any = None,
+    spending: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Algorithm 4 over one window's releases and the ``dphhh.report/1`` report."""
+    """Algorithm 4 over one window's releases and the ``dphhh.report/1`` report.
+
+    ``unit``/``budget``/``spending``: see :func:`privacy.budget.window_ledger` (user-level privacy
+    and the budget guard's account)."""
     releases = list(releases)
     h = hierarchy.h
     expected = {(level, p) for level in range(1, h + 1) for p in range(params.partitions)}
@@ -93,7 +103,7 @@ def assemble_report(
         n_noisy=n_root,
         alpha1=a1,
         alpha2=a2,
-        ledger=window_ledger(params, h=h),
+        ledger=window_ledger(params, h=h, unit=unit, budget=budget, spending=spending),
         window=window,
         diagnostics=diagnostics,
         secure_randomness=secure_randomness,

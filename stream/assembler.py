@@ -6,6 +6,9 @@ operator and, when the window's release time passes, calls :meth:`WindowAssemble
 
 * if the durable ledger already holds the window's report (a replay after failure), those bytes
   are returned unchanged — the window is never recomputed with fresh noise;
+* otherwise, if a budget guard is configured and refuses the window (its period's budget is
+  spent — a decision that depends on the window's start only, never on data), a *refused*
+  report without any data-derived value is stored and returned;
 * otherwise sketches that saw no element in the window are released as empty (their noisy size
   is still drawn: an empty sub-stream is indistinguishable from a released one), Algorithm 4
   runs, the report is encoded canonically and written to the ledger *before* it is returned.
@@ -18,9 +21,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from privacy.budget_guard import BudgetGuard
 from privacy.hhh import SketchRelease
-from privacy.params import HHHParams
+from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
+from privacy.report import build_refused_report
+from privacy.unit import PrivacyUnit
 from privacy.window import assemble_report, release_sketch
 from sketches.hierarchy import Hierarchy
 
@@ -66,7 +72,15 @@ class WindowAssembler:
         ledger: ReleaseLedger,
         *,
         seed: int | None = None,
+        unit: PrivacyUnit | None = None,
+        budget: PrivacyBudget | None = None,
+        guard: BudgetGuard | None = None,
     ) -> None:
+        """``unit``/``budget``: the privacy unit and its per-window budget (``params`` are then the
+        unit's calibration); ``guard``: the budget guard (``None``: every window is released)."""
+        self.unit = unit if unit is not None else PrivacyUnit()
+        self.budget = budget if budget is not None else PrivacyBudget(params.epsilon, params.delta)
+        self.guard = guard
         self.hierarchy = hierarchy
         self.params = params
         self.windows = windows
@@ -79,6 +93,13 @@ class WindowAssembler:
         stored = self.ledger.get(window_start)
         if stored is not None:
             return stored, True
+        spending = None
+        if self.guard is not None:
+            decision = self.guard.decide(window_start, self.windows.size_ms, self.budget,
+                                         self.ledger.schedule_start(window_start))
+            spending = _spending(decision, self.guard)
+            if not decision.allowed:
+                return self.ledger.put(window_start, encode_report(self._refused(window_start, decision, spending))), False
         by_sketch = {(r.level, r.partition): r for r in releases}
         h, parts = self.hierarchy.h, self.params.partitions
         for level in range(1, h + 1):
@@ -93,5 +114,25 @@ class WindowAssembler:
             self.params,
             window=self.windows.describe(window_start),
             secure_randomness=self.seed is None,
+            unit=self.unit,
+            budget=self.budget,
+            spending=spending,
         )
         return self.ledger.put(window_start, encode_report(report)), False
+
+    def _refused(self, window_start: int, decision, spending: dict[str, Any]) -> dict[str, Any]:
+        ledger = {"unit": self.unit.kind, "epsilon": 0.0, "delta": 0.0, "guarantee": "nothing released",
+                  "spending": spending}
+        return build_refused_report(params=self.params, hierarchy_spec=self.hierarchy.spec(), h=self.hierarchy.h,
+                                    reason=decision.reason, ledger=ledger, window=self.windows.describe(window_start))
+
+
+def _spending(decision, guard: BudgetGuard) -> dict[str, Any]:
+    """The budget guard's account after a window (public: it depends on window starts only)."""
+
+    def pair(b) -> dict[str, float]:
+        eps, delta = (b.epsilon, b.delta) if hasattr(b, "epsilon") else b
+        return {"epsilon": round(float(eps), 12), "delta": float(delta)}
+
+    return {"period": decision.period, "budget_period": guard.period, "total": pair(guard.total),
+            "spent": pair(decision.spent_after), "remaining": pair(decision.remaining), "allowed": decision.allowed}

@@ -24,19 +24,54 @@ def reachable(bootstrap: str, timeout_s: float = 1.0) -> bool:
 
 
 class LocalBroker:
-    """Starts (and later stops) this checkout's single-node KRaft broker on a loopback port."""
+    """Starts (and later stops) one of this checkout's single-node KRaft brokers on a loopback port.
 
-    def __init__(self, port: int = 9092, controller_port: int | None = None) -> None:
+    Parameters: ``port`` (client listener) and ``controller_port`` (default ``port + 1``);
+    ``var_dir``, the broker's own folder (data, logs, pid; default: the scripts' ``var/kafka``), so a second,
+    independent broker can run beside the main one; ``security``, ``"plaintext"`` or
+    ``"sasl_ssl"`` (a SASL_SSL client listener with mechanism PLAIN, user ``dphhh``: see
+    deploy/kafka-start.sh). The secured broker's CA certificate and client password are
+    :attr:`ca_file` and :attr:`client_password_file` once it has started.
+    """
+
+    SECURITY = ("plaintext", "sasl_ssl")
+
+    def __init__(self, port: int = 9092, controller_port: int | None = None, *,
+                 var_dir: "str | Path | None" = None, security: str = "plaintext") -> None:
+        if security not in self.SECURITY:
+            raise ValueError(f"LocalBroker: security must be one of {', '.join(self.SECURITY)}, got {security!r}")
         self.port = port
         self.controller_port = controller_port or port + 1
+        self.var_dir = Path(var_dir).resolve() if var_dir is not None else None
+        self.security = security
         self.started = False
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def secrets_dir(self) -> Path:
+        """Where a ``sasl_ssl`` broker keeps its CA, keystore and passwords."""
+        return (self.var_dir or ROOT / (os.environ.get("DPHHH_KAFKA_VAR") or "var/kafka")) / "secrets"
+
+    @property
+    def ca_file(self) -> Path:
+        """The PEM certificate of the CA that signed a ``sasl_ssl`` broker's certificate."""
+        return self.secrets_dir / "ca.pem"
+
+    @property
+    def client_password_file(self) -> Path:
+        """The file (mode 600) holding the password of the ``sasl_ssl`` broker's user ``dphhh``."""
+        return self.secrets_dir / "client.password"
+
     def _env(self) -> dict[str, str]:
-        return {**os.environ, "DPHHH_KAFKA_PORT": str(self.port), "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port)}
+        env = {**os.environ, "DPHHH_KAFKA_PORT": str(self.port), "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port)}
+        if self.var_dir is not None:  # else the scripts' default (or the caller's DPHHH_KAFKA_VAR)
+            env["DPHHH_KAFKA_VAR"] = str(self.var_dir)
+        if self.security != "plaintext":
+            env["DPHHH_KAFKA_SECURITY"] = self.security
+        return env
 
     def start(self) -> None:
         """Start the broker unless one already answers on the port (then it is left alone)."""

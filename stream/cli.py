@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from kafka.errors import KafkaError
 
 from connectors.files import INPUT_FORMATS
+from privacy.checks import guarantee_warnings
 from privacy.params import MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
 
@@ -158,8 +159,10 @@ def format_report(report: dict[str, Any]) -> str:
     p, g = report["params"], report["guarantees"]
     window = report.get("window", {})
     when = f"  window {window['start']} .. {window['end']}" if window.get("start") else "  window: the whole input"
+    if "refused" in report:
+        return "\n".join([f"dphhh HHH report REFUSED  ({report['refused']})", when, "  nothing released"])
     lines = [
-        f"dphhh private HHH report  ({report['budget']['guarantee']})",
+        f"dphhh private HHH report  ({g.get('privacy', report['budget']['guarantee'])})",
         when,
         f"  hierarchy {p['hierarchy']}  tau={p['tau']:g}  kappa={p['counters']}  P={p['partitions']}  "
         f"variant={p['variant']}  mode={p['mode']}",
@@ -199,10 +202,9 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
     params = _params(args)
     started = time.monotonic()
     report = batch_report(input_path, input_format=args.input_format, hierarchy=hierarchy, params=params, seed=args.seed)
-    n_noisy = report["window"]["n_noisy"]
-    if n_noisy > 0 and params.delta > 1.0 / n_noisy:
-        print(f"dphhh {args.command}: warning: delta={params.delta:g} is not far below 1/n "
-              f"(n is about {n_noisy}); the guarantee is weak", file=sys.stderr)
+    n_noisy = report["window"]["n_noisy"]  # noisy: using it for the warning is post-processing
+    for warning in guarantee_warnings(params, h=hierarchy.h, expected_n=max(int(n_noisy), 1)):
+        print(f"dphhh {args.command}: warning: {warning}", file=sys.stderr)
     if args.seed is not None:
         print(f"dphhh {args.command}: warning: --seed makes the noise reproducible: this report is NOT private",
               file=sys.stderr)
@@ -368,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KafkaError as exc:  # broker unreachable, topic errors, …
         print(f"dphhh {args.command}: error: kafka: {exc}", file=sys.stderr)
+        return 1
+    except TimeoutError as exc:  # e.g. the broker did not answer within kafka.wait_s
+        print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ not silently fall back to defaults).
 from __future__ import annotations
 
 import copy
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from connectors.decode import FORMATS
-from privacy.params import HHHParams
+from privacy.budget_guard import BudgetGuard
+from privacy.checks import guarantee_warnings
+from privacy.params import HHHParams, PrivacyBudget
+from privacy.unit import PrivacyUnit
 from sketches.hierarchy import Hierarchy, parse_hierarchy
 
 __all__ = ["DEFAULTS", "JobConfig", "ConfigError", "load_config"]
@@ -36,6 +40,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "group_id": "dphhh-job",
         "start": "earliest",  # earliest | latest | committed
         "bounded": False,  # stop at the end offsets present at start (tests, replays)
+        "start_local_broker": True,  # a loopback bootstrap that does not answer: start this checkout's broker
+        "wait_s": 0,  # how long dphhh waits for an unreachable broker at start, retrying with backoff (0 = forever)
         "security_protocol": "PLAINTEXT",
         "extra": {},  # passed through to every Kafka client (e.g. sasl.mechanism)
     },
@@ -57,12 +63,24 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "variant": "fresh",
         "mode": "conservative",
         "seed": -1,  # >= 0 seeds the noise: reports are then NOT private (tests only)
+        # user-level privacy: "" = event level; "source-ipv4" (input.format packed-ipv4-pairs) or
+        # "json:FIELD" (input.format json) = the privacy unit; each unit keeps <= unit_cap elements per window
+        "unit_key": "",
+        "unit_cap": 1,
+        # budget guard: total (epsilon, delta) per budget_period ("day" = UTC day, or "deployment");
+        # budget_epsilon = 0: no guard; budget_delta = 0: as many windows' delta as the epsilon budget allows
+        "budget_epsilon": 0.0,
+        "budget_delta": 0.0,
+        "budget_period": "day",
+        "expected_window_size": 0,  # public hint of elements per window, for the delta warning (0 = unknown)
     },
     "flink": {
         "parallelism": 1,
         "checkpoint_interval_ms": 5_000,
         "checkpoint_dir": "var/flink/checkpoints",
-        "restart_attempts": 3,
+        # failures in a row before the job gives up; restarts back off exponentially (1 s .. 60 s)
+        "restart_attempts": 10,
+        "resume": "latest",  # latest: resume from the newest retained checkpoint of this deployment; none
         "prometheus_port": "9249-9259",
         "remote": "",  # host:port of a Flink JobManager; empty = embedded MiniCluster
         # messages are packed into batches on the Java side before they reach the Python decoder
@@ -75,6 +93,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "ledger_dir": "var/ledger",
         "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release, for tests only
         "fail_after_window": -1,  # fault injection for tests: fail once after releasing window #N
+        "test_checkpoint_delay_ms": 0,  # tests only: every checkpoint takes at least this long
         "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
         "metrics_port": 9260,  # dphhh run's Prometheus endpoint of report metrics (0 = off)
     },
@@ -150,11 +169,19 @@ def _secret(key: str, value: str) -> str:
 
 @dataclass(frozen=True)
 class JobConfig:
-    """The validated configuration of one stream job."""
+    """The validated configuration of one stream job.
+
+    ``params`` are the parameters of the event-level mechanism; with user-level privacy they are
+    the group-privacy calibration of the configured (ε, δ) (``unit.event_budget``), and
+    ``budget`` is the configured per-window guarantee at the unit's level. ``guard`` is the
+    budget guard, if one is configured."""
 
     values: Mapping[str, Mapping[str, Any]]
     hierarchy: Hierarchy
     params: HHHParams
+    unit: PrivacyUnit = PrivacyUnit()
+    budget: PrivacyBudget | None = None
+    guard: BudgetGuard | None = None
 
     def __getitem__(self, dotted: str) -> Any:
         section, _, key = dotted.partition(".")
@@ -164,6 +191,39 @@ class JobConfig:
     def seed(self) -> int | None:
         seed = self["privacy.seed"]
         return None if seed < 0 else seed
+
+    def deployment_fingerprint(self) -> str:
+        """A short hash of everything that makes two runs the *same deployment* (topics, input,
+        hierarchy, windows, privacy, parallelism): runs share checkpoints and a release ledger
+        only when their fingerprints agree."""
+        import hashlib
+        import json
+
+        v = self.values
+        key = {
+            "kafka": {k: v["kafka"][k] for k in ("input_topic", "reports_topic", "group_id")},
+            "input": dict(v["input"]),
+            "hierarchy": dict(v["hierarchy"]),
+            "window": dict(v["window"]),
+            "privacy": dict(v["privacy"]),
+            "parallelism": v["flink"]["parallelism"],
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+    def checkpoint_path(self) -> Path:
+        """This deployment's checkpoint folder: ``flink.checkpoint_dir``/<fingerprint> (absolute)."""
+        return Path(self["flink.checkpoint_dir"]).resolve() / self.deployment_fingerprint()
+
+    def warnings(self) -> list[str]:
+        """Warnings about valid settings that weaken the guarantee (printed at start)."""
+        out = guarantee_warnings(self.params, h=self.hierarchy.h,
+                                 expected_n=self["privacy.expected_window_size"] or None)
+        if self.seed is not None:
+            out.append("privacy.seed is set: the noise is reproducible and the reports are NOT private (tests only)")
+        if self.unit.kind == "user" and self.guard is None:
+            out.append("user-level privacy without a budget guard: a unit present in k windows is protected at "
+                       "k times the per-window (epsilon, delta); set privacy.budget_epsilon")
+        return out
 
     def kafka_client_options(self) -> dict[str, Any]:
         """Options shared by every Kafka client (bootstrap, security, pass-through extras).
@@ -191,6 +251,8 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     for key in ("bootstrap", "input_topic", "reports_topic", "dead_letter_topic", "group_id"):
         if not k[key].strip():
             raise ConfigError(f"config: kafka.{key} must not be empty")
+    if k["wait_s"] < 0:
+        raise ConfigError(f"config: kafka.wait_s must be >= 0, got {k['wait_s']}")
     if k["start"] not in ("earliest", "latest", "committed"):
         raise ConfigError(f"config: kafka.start must be earliest, latest or committed, got {k['start']!r}")
     if i["format"] not in FORMATS:
@@ -202,6 +264,10 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     for key in ("allowed_lateness_ms", "out_of_orderness_ms"):
         if w[key] < 0:
             raise ConfigError(f"config: window.{key} must be >= 0, got {w[key]}")
+    if f["resume"] not in ("latest", "none"):
+        raise ConfigError(f"config: flink.resume must be 'latest' or 'none', got {f['resume']!r}")
+    if f["restart_attempts"] < 0:
+        raise ConfigError(f"config: flink.restart_attempts must be >= 0, got {f['restart_attempts']}")
     if f["parallelism"] < 1:
         raise ConfigError(f"config: flink.parallelism must be >= 1, got {f['parallelism']}")
     for key in ("batch_max_messages", "batch_max_bytes", "batch_max_delay_ms"):
@@ -209,6 +275,9 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
             raise ConfigError(f"config: flink.{key} must be between 1 and 2^31 - 1, got {f[key]}")
     if not 0 <= values["output"]["metrics_port"] <= 65535:
         raise ConfigError(f"config: output.metrics_port must be between 0 and 65535, got {values['output']['metrics_port']}")
+    if not 0 <= values["output"]["test_checkpoint_delay_ms"] <= 600_000:
+        raise ConfigError("config: output.test_checkpoint_delay_ms must be between 0 and 600000, "
+                          f"got {values['output']['test_checkpoint_delay_ms']}")
     if f["checkpoint_interval_ms"] < 100:
         raise ConfigError(f"config: flink.checkpoint_interval_ms must be >= 100, got {f['checkpoint_interval_ms']}")
     try:
@@ -217,17 +286,67 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         raise ConfigError(f"config: hierarchy.spec: {exc}") from None
     if hierarchy.kind != "ipv4" and i["format"] != "path":
         raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'path' or an ipv4 hierarchy")
+    if i["format"] in ("packed-ipv4-pairs",) and hierarchy.kind != "ipv4":
+        raise ConfigError(f"config: input.format {i['format']!r} needs an ipv4 hierarchy")
     if i["format"] == "path" and hierarchy.kind != "path":
         raise ConfigError("config: input.format 'path' needs a path hierarchy (hierarchy.spec = 'path:DEPTH')")
     p = values["privacy"]
+    unit = _privacy_unit(p, i["format"])
     try:
+        budget = PrivacyBudget(p["epsilon"], p["delta"])
+        if not 0 < p["delta"] < 1:
+            raise ValueError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
+        event = unit.event_budget(budget)
         params = HHHParams(
-            epsilon=p["epsilon"], delta=p["delta"], tau=p["tau"], beta=p["beta"], counters=p["counters"],
+            epsilon=event.epsilon, delta=event.delta, tau=p["tau"], beta=p["beta"], counters=p["counters"],
             partitions=p["partitions"], variant=p["variant"], mode=p["mode"],
         )
     except ValueError as exc:
-        raise ConfigError(f"config: privacy.{str(exc).removeprefix('HHHParams: ')}") from None
-    return JobConfig(values, hierarchy, params)
+        raise ConfigError(f"config: privacy.{str(exc).split(': ', 1)[-1]}") from None
+    if p["expected_window_size"] < 0:
+        raise ConfigError(f"config: privacy.expected_window_size must be >= 0, got {p['expected_window_size']}")
+    return JobConfig(values, hierarchy, params, unit, budget, _budget_guard(p, budget))
+
+
+def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
+    """The privacy unit of ``privacy.unit_key`` / ``privacy.unit_cap`` (checked against the input format)."""
+    key, cap = p["unit_key"].strip(), p["unit_cap"]
+    if not key:
+        if cap != 1:
+            raise ConfigError(f"config: privacy.unit_cap = {cap} needs a privacy.unit_key (event-level privacy caps nothing)")
+        return PrivacyUnit()
+    if cap < 1:
+        raise ConfigError(f"config: privacy.unit_cap must be an integer >= 1, got {cap}")
+    if key == "source-ipv4":
+        if fmt != "packed-ipv4-pairs":
+            raise ConfigError("config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
+                              f"(unit address, address), got {fmt!r}")
+        return PrivacyUnit("user", "source address", cap)
+    if key.startswith("json:") and key[5:].strip():
+        if fmt != "json":
+            raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format 'json', got {fmt!r}")
+        return PrivacyUnit("user", f"json field {key[5:].strip()!r}", cap)
+    raise ConfigError(f"config: privacy.unit_key must be empty, 'source-ipv4' or 'json:FIELD', got {key!r}")
+
+
+def _budget_guard(p: Mapping[str, Any], per_window: PrivacyBudget) -> BudgetGuard | None:
+    eps, delta, period = p["budget_epsilon"], p["budget_delta"], p["budget_period"]
+    if period not in ("day", "deployment"):
+        raise ConfigError(f"config: privacy.budget_period must be 'day' or 'deployment', got {period!r}")
+    if eps == 0 and delta == 0:
+        return None
+    if not eps > 0 or not 0 <= delta < 1:
+        raise ConfigError(f"config: privacy.budget_epsilon must be > 0 and privacy.budget_delta in [0, 1), "
+                          f"got {eps!r}, {delta!r}")
+    if delta == 0:  # only epsilon is limited: delta grows with the windows the epsilon budget allows
+        delta = min(per_window.delta * math.ceil(eps / per_window.epsilon - 1e-9), 0.5)
+    if delta < per_window.delta:
+        raise ConfigError(f"config: privacy.budget_delta = {delta:g} is below one window's delta = {per_window.delta:g} "
+                          "(set it to at least the per-window delta times the windows allowed)")
+    if eps < per_window.epsilon:
+        raise ConfigError(f"config: privacy.budget_epsilon = {eps:g} is below one window's epsilon = {per_window.epsilon:g}: "
+                          "no window could ever be released")
+    return BudgetGuard(PrivacyBudget(eps, delta), period)
 
 
 def load_config(

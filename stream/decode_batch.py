@@ -25,7 +25,8 @@ __all__ = ["BatchOutcome", "decode_batch"]
 @dataclass
 class BatchOutcome:
     """``dead``: (reason, message, timestamp or None) per bad message; ``late``: messages dropped as
-    late; ``windows``: (window start, values) per window touched, values in input order."""
+    late; ``windows``: (window start, values, units) per window touched, values in input order,
+    ``units`` the privacy-unit keys aligned with them (``None`` when the decoder reads none)."""
 
     dead: list[tuple[str, bytes | None, int | None]] = field(default_factory=list)
     late: int = 0
@@ -61,6 +62,8 @@ def decode_batch(data: bytes, decoder: MessageDecoder, windows: TumblingWindows,
     if as_list:
         values = np.array(values + [None], dtype=object)[:-1]  # 1-d even when every path is alike
     for start in sorted(set(starts[keep].tolist())):
-        chosen = values[element_keep & (element_start == start)]
-        out.windows.append((start, chosen.tolist() if as_list else chosen))
+        mask = element_keep & (element_start == start)
+        chosen = values[mask]
+        units = None if decoded.units is None else decoded.units[mask]
+        out.windows.append((start, chosen.tolist() if as_list else chosen, units))
     return out

@@ -17,11 +17,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from .config import JobConfig
-from .operators import STEP_IDS, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator, dead_letter_tag
+from .operators import (STEP_IDS, CapOperator, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator,
+                        dead_letter_tag)
 
-__all__ = ["ROOT", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = ["ROOT", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
@@ -92,8 +94,10 @@ def job_jars(*, python_runtime: bool = False) -> list[Path]:
     return jars
 
 
-def prepare_gateway(run_dir: Path) -> None:
-    """Environment for PyFlink's JVM; call before creating any PyFlink object in this process."""
+def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
+    """Environment for PyFlink's JVM; call before creating any PyFlink object in this process.
+    The environment variables ``hidden_env`` (secrets, e.g. ``env:NAME`` Kafka options) are kept
+    from the JVM and its Python workers (Beam logs a worker's whole environment)."""
     import pyflink
 
     home = Path(pyflink.__file__).resolve().parent
@@ -112,10 +116,10 @@ def prepare_gateway(run_dir: Path) -> None:
     # Python work then uses more than one core, a worker can fail (and be restarted) on its own, and
     # the terminal's Ctrl-C reaches this process's clean cancel, not the workers' gRPC threads.
     os.environ["_python_worker_execution_mode"] = "process"
-    _launch_gateway_logging_to(run_dir / "log" / "gateway.out")
+    _launch_gateway_logging_to(run_dir / "log" / "gateway.out", hidden_env)
 
 
-def _launch_gateway_logging_to(path: Path) -> None:
+def _launch_gateway_logging_to(path: Path, hidden_env: Iterable[str] = ()) -> None:
     """Start PyFlink's JVM with its stdout/stderr (and so its Python workers') in ``path``: the
     terminal keeps dphhh's own messages only (e.g. no gRPC tracebacks of workers torn down by a
     cancel). Job failures still reach this process through the gateway."""
@@ -126,19 +130,32 @@ def _launch_gateway_logging_to(path: Path) -> None:
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    hidden = {name: os.environ.pop(name) for name in hidden_env if name in os.environ}
     try:
         os.dup2(target, 1)
         os.dup2(target, 2)
         get_gateway()
     finally:
+        os.environ.update(hidden)
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for fd in (*saved, target):
             os.close(fd)
 
 
-def flink_configuration(cfg: JobConfig, run_dir: Path):
-    """The Flink configuration (Flink 2.2 keys) of the job."""
+def latest_checkpoint(cfg: JobConfig) -> Path | None:
+    """The newest complete retained checkpoint of this deployment (``chk-N`` holding ``_metadata``), if any."""
+    found = []
+    for meta in cfg.checkpoint_path().glob("*/chk-*/_metadata"):
+        try:
+            found.append((meta.stat().st_mtime, int(meta.parent.name[4:]), meta.parent))
+        except (OSError, ValueError):
+            continue
+    return max(found)[2] if found else None
+
+
+def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
+    """The Flink configuration (Flink 2.2 keys) of the job; ``resume_from``: a checkpoint to restore."""
     from pyflink.common import Configuration
 
     f = cfg.values["flink"]
@@ -151,10 +168,23 @@ def flink_configuration(cfg: JobConfig, run_dir: Path):
     conf.set_string("execution.runtime-mode", "STREAMING")
     conf.set_string("execution.checkpointing.interval", f"{f['checkpoint_interval_ms']} ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
-    conf.set_string("execution.checkpointing.dir", "file://" + str(Path(f["checkpoint_dir"]).resolve()))
-    conf.set_string("restart-strategy.type", "fixed-delay")
-    conf.set_string("restart-strategy.fixed-delay.attempts", str(f["restart_attempts"]))
-    conf.set_string("restart-strategy.fixed-delay.delay", "1 s")
+    conf.set_string("execution.checkpointing.dir", "file://" + str(cfg.checkpoint_path()))
+    # the newest checkpoint outlives a cancel (Ctrl-C) or a failure, so that the next run resumes from it
+    conf.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+    # a checkpoint that fails for a while (e.g. the broker is away) does not fail the job by itself
+    conf.set_string("execution.checkpointing.tolerable-failed-checkpoints", "5")
+    if resume_from is not None:
+        conf.set_string("execution.state-recovery.path", "file://" + str(resume_from))
+    # failures (a worker killed, the broker away) restart from the last checkpoint with growing
+    # delays (1 s, 2 s, 4 s … 60 s): no tight crash loop; after restart_attempts failures in a row
+    # (without 10 minutes of calm in between) the job gives up
+    conf.set_string("restart-strategy.type", "exponential-delay")
+    conf.set_string("restart-strategy.exponential-delay.initial-backoff", "1 s")
+    conf.set_string("restart-strategy.exponential-delay.max-backoff", "60 s")
+    conf.set_string("restart-strategy.exponential-delay.backoff-multiplier", "2.0")
+    conf.set_string("restart-strategy.exponential-delay.reset-backoff-threshold", "10 min")
+    conf.set_string("restart-strategy.exponential-delay.jitter-factor", "0.1")
+    conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(f["restart_attempts"]))
     conf.set_string("metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory")
     conf.set_string("metrics.reporter.prom.port", f["prometheus_port"])
     # Flink's built-in record/byte counters and Kafka offsets count stream elements exactly (with one
@@ -172,9 +202,10 @@ def flink_configuration(cfg: JobConfig, run_dir: Path):
 
 
 def _kafka_properties(builder, cfg: JobConfig):
-    for key, value in cfg.kafka_client_options().items():
-        if key != "bootstrap.servers":
-            builder = builder.set_property(key, str(value))
+    from connectors.kafka_io import java_client_properties
+
+    for key, value in java_client_properties(cfg.kafka_client_options()).items():
+        builder = builder.set_property(key, value)
     return builder
 
 
@@ -187,7 +218,8 @@ def _batched(records, cfg: JobConfig):
     f = cfg.values["flink"]
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()
     batcher = get_gateway().jvm.io.dphhh.flink.MessageBatcher(
-        f["batch_max_messages"], f["batch_max_bytes"], f["batch_max_delay_ms"]
+        f["batch_max_messages"], f["batch_max_bytes"], f["batch_max_delay_ms"],
+        cfg.values["output"]["test_checkpoint_delay_ms"],
     )
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
 
@@ -244,8 +276,16 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         .uid(STEP_IDS["decode"])
     )
     dead = batches.get_side_output(dead_letter_tag())
+    to_sketches = batches
+    if cfg.unit.kind == "user":  # the per-unit cap sits between decode and the sketches
+        to_sketches = (
+            batches.key_by(lambda r: r[0], key_type=Types.INT())
+            .process(CapOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+            .name(STEP_IDS["cap"])
+            .uid(STEP_IDS["cap"])
+        )
     releases = (
-        batches.key_by(lambda r: r[0], key_type=Types.INT())
+        to_sketches.key_by(lambda r: r[0], key_type=Types.INT())
         .process(SketchOperator(values), output_type=Types.TUPLE([Types.LONG(), raw]))
         .name(STEP_IDS["sketch"])
         .uid(STEP_IDS["sketch"])
@@ -282,13 +322,14 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     )
 
 
-def submit(cfg: JobConfig, run_dir: Path):
-    """Prepare the gateway, build the job and submit it; returns the PyFlink JobClient."""
+def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
+    """Prepare the gateway, build the job and submit it (restoring ``resume_from``, a checkpoint,
+    if given); returns the PyFlink JobClient."""
     from pyflink.datastream import StreamExecutionEnvironment
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    prepare_gateway(run_dir)
-    conf = flink_configuration(cfg, run_dir)
+    prepare_gateway(run_dir, [str(v)[4:] for v in cfg["kafka.extra"].values() if str(v).startswith("env:")])
+    conf = flink_configuration(cfg, run_dir, resume_from)
     if cfg["flink.remote"]:
         env = _remote_environment(cfg, conf)
     else:

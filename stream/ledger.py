@@ -32,6 +32,37 @@ class ReleaseLedger:
         except OSError as exc:
             raise LedgerError(f"ReleaseLedger: cannot create {self.directory}: {exc.strerror}") from None
 
+    def claim(self, fingerprint: str) -> None:
+        """Bind the ledger to one deployment (its configuration fingerprint) on first use; a ledger
+        of another deployment is refused with :class:`LedgerError` (it would republish that
+        deployment's reports for this one's windows)."""
+        path = self.directory / "deployment"
+        try:
+            held = path.read_text().strip()
+        except FileNotFoundError:
+            held = None
+        except OSError as exc:
+            raise LedgerError(f"ReleaseLedger: cannot read {path}: {exc.strerror}") from None
+        if held is None:
+            self._write_small(path, fingerprint)
+        elif held != fingerprint:
+            raise LedgerError(
+                f"ReleaseLedger: {self.directory} belongs to another deployment (configuration fingerprint {held}, "
+                f"this one is {fingerprint}): its reports must not be republished for this configuration; "
+                "use another output.ledger_dir (or restore the configuration that wrote it)"
+            )
+
+    def _write_small(self, path: Path, text: str) -> None:
+        tmp = path.with_suffix(".tmp")
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise LedgerError(f"ReleaseLedger: cannot write {path}: {exc.strerror}") from None
+
     def _path(self, window_start: int) -> Path:
         return self.directory / f"window-{int(window_start)}.json"
 
@@ -83,15 +114,7 @@ class ReleaseLedger:
             pass
         except (OSError, ValueError) as exc:
             raise LedgerError(f"ReleaseLedger: cannot read the schedule start: {exc}") from None
-        tmp = path.with_suffix(".tmp")
-        try:
-            with open(tmp, "w") as fh:
-                fh.write(str(int(first_window)))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise LedgerError(f"ReleaseLedger: cannot write the schedule start: {exc.strerror}") from None
+        self._write_small(path, str(int(first_window)))
         return int(first_window)
 
     def windows(self) -> list[int]:

@@ -6,8 +6,10 @@
 * ``dphhh run``'s endpoint (``output.metrics_port``): :data:`stream.report_metrics.METRIC_NAMES`.
 
 No metric counts stream elements: Flink's own record/byte/offset/lag counters are filtered out
-(:data:`stream.job.RAW_METRIC_FILTER`), dead letters and late messages are counts of rejected
-records, and everything about the data itself comes from published (noisy) reports.
+(:data:`stream.job.RAW_METRIC_FILTER`), dead letters, late messages and elements over the privacy
+unit's cap are counts of records *excluded* from the release (exact, operational, not covered by
+the guarantee — see README "Guarantees and failure behaviour"), and everything about the data
+itself comes from published (noisy) reports.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ __all__ = ["OPERATOR_COUNTERS", "OPERATOR_GAUGES", "FLINK_METRICS", "JOB_METRICS
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
     "decode": ("late_messages_dropped", "dead_letters_no_timestamp", "dead_letters_bad_batch",
                *(f"dead_letters_{r}" for r in REASONS)),
+    "cap": ("unit_cap_dropped", "late_batches_dropped"),
     "sketch": ("sketches_released", "late_batches_dropped"),
-    "release": ("windows_released", "windows_republished", "late_releases_dropped"),
+    "release": ("windows_released", "windows_republished", "windows_refused", "late_releases_dropped"),
 }
 #: step → gauges.
 OPERATOR_GAUGES: dict[str, tuple[str, ...]] = {"decode": ("watermark_age_ms",)}

@@ -3,6 +3,9 @@
 * :class:`DecodeOperator` (``decode``): message bytes → per-(level, partition) key batches tagged
   with their window; bad records to the dead-letter side output (reason + original bytes), late
   records dropped and counted.
+* :class:`CapOperator` (``cap``, keyed by unit shard; user-level privacy only): keeps at most
+  ``privacy.unit_cap`` elements per privacy unit and window (arrival order), drops and counts the
+  excess, and forwards the kept values to the sketch partitions.
 * :class:`SketchOperator` (``sketch``, keyed by key partition): the h level sketches of that
   partition, per window, in keyed MapState (one keyed record per message and partition carries
   every level's keys); at the window's release time it runs :func:`privacy.window.release_sketch`
@@ -26,7 +29,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from connectors.decode import MessageDecoder
-from connectors.report_sink import JsonLinesReportFile
+from connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
 from sketches.hierarchy import Hierarchy
 from sketches.misra_gries import MisraGries
@@ -35,7 +39,7 @@ from sketches.partition import partition_of
 from .assembler import WindowAssembler, noise_source_factory, sketch_id, sketch_of_id
 from .config import JobConfig
 from .decode_batch import decode_batch
-from .ledger import ReleaseLedger
+from .ledger import LedgerError, ReleaseLedger
 from .message_batch import BatchFormatError
 from .windows import MAX_WATERMARK, TumblingWindows
 
@@ -47,10 +51,11 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
-__all__ = ["DecodeOperator", "SketchOperator", "ReleaseOperator", "JsonTimeAssigner", "STEP_IDS", "expand",
+__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "sketch_payloads", "unit_shards", "ReleaseOperator", "JsonTimeAssigner", "STEP_IDS", "expand",
            "expand_by_partition", "ipv4_payloads", "pack_levels", "unpack_levels"]
 
-STEP_IDS = {"source": "kafka-source", "batch": "batch", "decode": "decode", "sketch": "sketch", "release": "release",
+STEP_IDS = {"source": "kafka-source", "batch": "batch", "decode": "decode", "cap": "cap", "sketch": "sketch",
+            "release": "release",
             "reports": "reports-sink", "dead_letter": "dead-letter-sink"}
 METRIC_GROUP = "dphhh"
 
@@ -130,6 +135,44 @@ def ipv4_payloads(values: np.ndarray, cfg: JobConfig) -> dict[int, bytes]:
         if n:
             out[p] = _header(_IPV4_MASKED, n) + addrs[chosen].tobytes() + masks[p][chosen].tobytes()
     return out
+
+
+def sketch_payloads(values: Any, cfg: JobConfig) -> Iterator[tuple[int, bytes, bytes]]:
+    """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
+    (hashed-key hierarchies only) name the keys so that reports can show their prefixes."""
+    if cfg.hierarchy.kind == "ipv4":
+        for p, payload in ipv4_payloads(values, cfg).items():
+            yield p, payload, b""
+        return
+    labelled = cfg.hierarchy.kind == "path"
+    for p, levels in expand_by_partition(values, cfg).items():
+        labels = b""
+        if labelled:
+            labels = pickle.dumps({lv: cfg.hierarchy.labels_of(keys, lv)
+                                   for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
+        yield p, pack_levels(levels), labels
+
+
+def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
+    """The cap operator shard of each unit key (a fixed, public mix of the key, mod ``shards``)."""
+    mixed = (np.asarray(units, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
+    return (mixed % np.uint64(shards)).astype(np.int64)
+
+
+def unit_payloads(values: Any, units: np.ndarray, shards: int) -> Iterator[tuple[int, bytes]]:
+    """(shard, payload) of one window's values and their unit keys, order kept within each shard."""
+    owner = unit_shards(units, shards)
+    as_list = isinstance(values, list)
+    for s in np.unique(owner).tolist():
+        chosen = owner == s
+        part = [v for v, c in zip(values, chosen.tolist()) if c] if as_list else values[chosen]
+        yield s, pickle.dumps((units[chosen], part), protocol=5)
+
+
+def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:
+    """(unit keys, values) of a :func:`unit_payloads` payload."""
+    units, values = pickle.loads(payload)
+    return units, values
 
 
 def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
@@ -242,6 +285,7 @@ class DecodeOperator(ProcessFunction):
             max_message_bytes=i["max_message_bytes"],
             json_field=i["json_field"],
             json_time_field=i["json_time_field"] or None,
+            unit_field=unit_field_of(self.cfg),
             path_depth=self.cfg.hierarchy.h,
         )
         self.tag = dead_letter_tag()
@@ -250,6 +294,10 @@ class DecodeOperator(ProcessFunction):
         # event-time age: wall clock minus the watermark seen with the latest batch (a time, not a count)
         self.metrics.group.gauge("watermark_age_ms", self._watermark_age_ms)
         self.partitions = range(self.cfg.params.partitions)
+        self.user_level = self.cfg.unit.kind == "user"
+        self.shards = self.cfg.values["flink"]["parallelism"]
+        if self.user_level:  # ticks go to the cap shards, which pass them on to the sketch partitions
+            self.partitions = range(self.shards)
 
     def _watermark_age_ms(self) -> int:
         import time
@@ -279,18 +327,66 @@ class DecodeOperator(ProcessFunction):
             yield self.tag, dead_letter_record(reason, message, timestamp)
         if outcome.late:
             self.metrics.inc("late_messages_dropped", outcome.late)
-        labelled = self.cfg.hierarchy.kind == "path"
-        for start, values in outcome.windows:
-            if self.cfg.hierarchy.kind == "ipv4":
-                for p, payload in ipv4_payloads(values, self.cfg).items():
-                    yield p, start, payload, b""
+        for start, values, units in outcome.windows:
+            if self.user_level:
+                for shard, payload in unit_payloads(values, units, self.shards):
+                    yield shard, start, payload, b""
                 continue
-            for p, levels in expand_by_partition(values, self.cfg).items():
-                labels = b""
-                if labelled:  # hashed keys: ship their prefixes so that reports can name them
-                    labels = pickle.dumps({lv: self.cfg.hierarchy.labels_of(keys, lv)
-                                           for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
-                yield p, start, pack_levels(levels), labels
+            for p, payload, labels in sketch_payloads(values, self.cfg):
+                yield p, start, payload, labels
+
+
+def unit_field_of(cfg: JobConfig) -> str | None:
+    """The JSON field holding the privacy unit (``privacy.unit_key = "json:FIELD"``), else ``None``."""
+    key = cfg.values["privacy"]["unit_key"].strip()
+    return key[5:].strip() if key.startswith("json:") else None
+
+
+class CapOperator(KeyedProcessFunction):
+    """Keyed by unit shard: at most ``privacy.unit_cap`` elements per unit and window go on to the
+    sketches (the first ones in arrival order); the excess is dropped and counted."""
+
+    def __init__(self, cfg_values: dict) -> None:
+        self.cfg_values = cfg_values
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        _open_common(self, runtime_context, "cap")
+        self.state = runtime_context.get_map_state(
+            MapStateDescriptor(f"{STEP_IDS['cap']}-units", Types.LONG(), _bytes_type())
+        )
+        self.partitions = range(self.cfg.params.partitions)
+
+    def process_element(self, value, ctx: KeyedProcessFunction.Context):
+        _, window, payload, _ = value
+        if window == TICK:
+            for open_window in list(self.state.keys()):
+                ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
+            for p in self.partitions:
+                yield p, TICK, b"", b""
+            return
+        if self.windows.is_late(window, ctx.timer_service().current_watermark()):
+            self.metrics.inc("late_batches_dropped")
+            return
+        data = self.state.get(window)
+        if data is None:
+            cap = UnitCap(self.cfg.unit.cap)
+            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+        else:
+            cap = UnitCap.from_bytes(data)
+        units, values = unpack_unit_payload(payload)
+        before = cap.dropped
+        keep = cap.keep(units)
+        self.state.put(window, cap.to_bytes())
+        if cap.dropped > before:
+            self.metrics.inc("unit_cap_dropped", cap.dropped - before)
+        kept = [v for v, k in zip(values, keep.tolist()) if k] if isinstance(values, list) else values[keep]
+        if len(kept):
+            for p, out, labels in sketch_payloads(kept, self.cfg):
+                yield p, window, out, labels
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
+        self.state.remove(self.windows.start_of_release_time(timestamp))
+        yield from ()  # PyFlink iterates what on_timer returns
 
 
 class SketchOperator(KeyedProcessFunction):
@@ -376,6 +472,20 @@ class SketchOperator(KeyedProcessFunction):
             yield window, pickle.dumps(release, protocol=5)
 
 
+FATAL_FILE = "fatal.txt"
+
+
+def write_fatal(run_dir: str, message: str) -> None:
+    """Leave ``message`` (paths and OS errors only, never data) for ``dphhh run``, which then stops
+    the job instead of letting the restart strategy retry a failure that needs an operator."""
+    try:
+        path = Path(run_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / FATAL_FILE).write_text(message + "\n")
+    except OSError:
+        pass  # the same disk may be full: the restart strategy's limit still ends the job
+
+
 class InjectedFailure(RuntimeError):
     """Raised once by the fault-injection hook (output.fail_after_window), for tests."""
 
@@ -390,8 +500,11 @@ class ReleaseOperator(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "release")
         out = self.cfg.values["output"]
+        ledger = ReleaseLedger(out["ledger_dir"])
+        ledger.claim(self.cfg.deployment_fingerprint())
         self.assembler = WindowAssembler(
-            self.cfg.hierarchy, self.cfg.params, self.windows, ReleaseLedger(out["ledger_dir"]), seed=self.cfg.seed
+            self.cfg.hierarchy, self.cfg.params, self.windows, ledger, seed=self.cfg.seed,
+            unit=self.cfg.unit, budget=self.cfg.budget, guard=self.cfg.guard,
         )
         self.report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
         self.pending = runtime_context.get_map_state(
@@ -430,11 +543,17 @@ class ReleaseOperator(KeyedProcessFunction):
             return  # already released through an earlier timer
         while window <= last:
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]
-            report, replayed = self.assembler.report(window, releases)
-            if self.report_file is not None:
-                self.report_file.write(report)
+            try:
+                report, replayed = self.assembler.report(window, releases)
+                if self.report_file is not None:
+                    self.report_file.write(report)
+            except (LedgerError, ReportSinkError) as exc:  # disk full, unwritable: stop, do not retry
+                write_fatal(self.run_dir, str(exc))
+                raise
             self.pending.remove(window)
             self.metrics.inc("windows_republished" if replayed else "windows_released")
+            if not replayed and b'"refused":' in report:
+                self.metrics.inc("windows_refused")
             yield report
             self._maybe_fail()
             window += self.windows.size_ms

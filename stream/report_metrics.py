@@ -17,7 +17,10 @@ Metric names (all prefixed ``dphhh_``):
 * ``epsilon_spent_total``: the sum of ε over the reports seen by this process;
 * ``report_hhh``: the number of prefixes in the latest report;
 * ``report_hhh_count{level, prefix}``: the noisy count of each prefix of the latest report (the
-  label set is replaced at every report, so old prefixes disappear).
+  label set is replaced at every report, so old prefixes disappear);
+* ``reports_refused_total``: reports whose release the budget guard refused;
+* ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
+  ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ METRIC_NAMES = (
     "dphhh_epsilon_spent_total",
     "dphhh_report_hhh",
     "dphhh_report_hhh_count",
+    "dphhh_reports_refused_total",
+    "dphhh_kafka_broker_up",
+    "dphhh_kafka_connect_retries_total",
 )
 
 
@@ -66,6 +72,11 @@ class ReportMetrics:
         self.hhh = Gauge("dphhh_report_hhh", "Prefixes in the latest report", registry=r)
         self.hhh_count = Gauge("dphhh_report_hhh_count", "Noisy count of each prefix of the latest report",
                                ["level", "prefix"], registry=r)
+        self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
+        self.broker_up = Gauge("dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it",
+                               registry=r)
+        self.connect_retries = Counter("dphhh_kafka_connect_retries",
+                                       "Failed attempts to reach the Kafka broker at start", registry=r)
 
     def observe(self, report: dict[str, Any]) -> None:
         """Update every metric from one published ``dphhh.report/1`` report."""
@@ -73,6 +84,8 @@ class ReportMetrics:
         budget = report.get("budget", {})
         hhh = report.get("hhh", [])
         self.reports.inc()
+        if "refused" in report:
+            self.refused.inc()
         if not hhh:
             self.empty.inc()
         end_ms = window.get("end_ms")

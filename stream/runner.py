@@ -24,6 +24,7 @@ from connectors.synthetic import synthetic_addresses
 
 from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
+from .operators import FATAL_FILE
 
 if TYPE_CHECKING:
     from .report_metrics import ReportMetrics
@@ -37,35 +38,102 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def prepare_kafka(cfg: JobConfig) -> LocalBroker | None:
-    """Start the local broker if the configured one is a loopback address that does not answer;
-    create the job's topics. Returns the broker this call started (to stop later), if any."""
+def wait_for_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None, *, what: str = "dphhh run",
+                   sleep: Callable[[float], None] = time.sleep,
+                   probe: Callable[..., None] | None = None) -> None:
+    """Wait until the configured broker answers, retrying with exponential backoff (1 s, 2 s, 4 s …
+    30 s), each failed attempt logged and counted (``dphhh_kafka_connect_retries_total``,
+    ``dphhh_kafka_broker_up``); ``kafka.wait_s`` > 0 bounds the wait (then ``TimeoutError``).
+    ``probe(options, timeout_s=)`` raises ``TimeoutError`` while the broker does not answer."""
+    from connectors.kafka_io import wait_for_broker
+
+    probe = probe or wait_for_broker
+
+    bootstrap, limit = cfg["kafka.bootstrap"], cfg["kafka.wait_s"]
+    started, delay, attempt = time.monotonic(), 1.0, 0
+    while True:
+        attempt += 1
+        try:
+            probe(cfg.kafka_client_options(), timeout_s=5.0)
+        except TimeoutError:
+            if metrics is not None:
+                metrics.broker_up.set(0)
+                metrics.connect_retries.inc()
+            waited = time.monotonic() - started
+            if limit and waited + delay > limit:
+                raise TimeoutError(f"kafka: broker {bootstrap} not reachable after {attempt} attempts in "
+                                   f"{waited:.0f} s (kafka.wait_s = {limit})") from None
+            _say(f"{what}: broker {bootstrap} not reachable (attempt {attempt}); retrying in {delay:.0f} s "
+                 "(Ctrl-C stops)")
+            sleep(delay)
+            delay = min(delay * 2, 30.0)
+            continue
+        if metrics is not None:
+            metrics.broker_up.set(1)
+        if attempt > 1:
+            _say(f"{what}: broker {bootstrap} reachable after {attempt} attempts")
+        return
+
+
+def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> LocalBroker | None:
+    """Start the local broker if the configured one is a loopback address that does not answer (and
+    ``kafka.start_local_broker``), else wait for the broker (:func:`wait_for_kafka`); create the
+    job's topics. Returns the broker this call started (to stop later), if any."""
     bootstrap = cfg["kafka.bootstrap"]
     broker = None
-    if not reachable(bootstrap):
+    if not reachable(bootstrap) and cfg["kafka.start_local_broker"]:
         broker = LocalBroker.for_bootstrap(bootstrap)
-        if broker is None:
-            raise RuntimeError(f"kafka: broker {bootstrap} is not reachable")
-        _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
-        broker.start()
+        if broker is not None:
+            _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
+            broker.start()
+    wait_for_kafka(cfg, metrics)
     topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
     create_topics(cfg.kafka_client_options(), topics, partitions=cfg["flink.parallelism"])
     return broker if broker is not None and broker.started else None
 
 
+class JobFailed(RuntimeError):
+    """The job ended with a failure (after its restarts), or was stopped because of one."""
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost error line of a (Java or Python) job failure, for one line of output."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    found = []
+    for ln in lines:
+        ln = ln.removeprefix("Caused by: ")
+        name = ln.split(":", 1)[0]
+        if ": " in ln and name.endswith(("Error", "Exception", "Failure")) and \
+                name.replace(".", "").replace("_", "").replace("$", "").isalnum():
+            found.append(ln)
+    found = found[-1] if found else (lines[-1] if lines else type(exc).__name__)
+    return found[:500]
+
+
 def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
-    """Wait for the job to end (raising its failure); Ctrl-C cancels it and re-raises."""
+    """Wait for the job to end; Ctrl-C cancels it and re-raises. A failed job raises
+    :class:`JobFailed` with its root cause; ``on_tick`` raising :class:`JobFailed` cancels the job."""
     result = client.get_job_execution_result()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while not result.done():
             if on_tick is not None:
-                on_tick()
+                try:
+                    on_tick()
+                except JobFailed:
+                    with signals_deferred():
+                        cancel_job(client)
+                    raise
             if deadline is not None and time.monotonic() > deadline:
                 cancel_job(client)
                 raise TimeoutError(f"job: still running after {timeout_s:.0f} s; cancelled")
             time.sleep(0.2)
-        result.result()
+        try:
+            result.result()
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # the job failed for good (restart attempts exhausted)
+            raise JobFailed(f"the job failed: {root_cause(exc)}") from None
     except KeyboardInterrupt:
         _say("\ndphhh: stopping the job ...")
         with signals_deferred():
@@ -250,13 +318,28 @@ def check_output_paths(cfg: JobConfig) -> None:
                 pass
         except OSError as exc:
             raise ConfigError(f"config: {key}: cannot write to {folder} ({exc.strerror})") from None
+    from .ledger import LedgerError, ReleaseLedger
+
+    try:
+        ReleaseLedger(cfg["output.ledger_dir"]).claim(cfg.deployment_fingerprint())
+    except LedgerError as exc:
+        raise ConfigError(f"config: output.ledger_dir: {exc}") from None
 
 
 def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate: float = 20_000.0) -> int:
     """``dphhh run``: the main job; prints each window's report as it is published."""
     run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+    for warning in cfg.warnings():
+        _say(f"dphhh run: warning: {warning}")
     check_output_paths(cfg)
-    broker = prepare_kafka(cfg)
+    (run_dir / FATAL_FILE).unlink(missing_ok=True)
+    metrics = None
+    if cfg["output.metrics_port"]:  # first: the broker wait is visible in it
+        from .report_metrics import ReportMetrics
+
+        metrics = ReportMetrics()
+        metrics.serve(cfg["output.metrics_port"])
+    broker = prepare_kafka(cfg, metrics)
     stop = threading.Event()
     producer = printer = None
     try:
@@ -265,24 +348,33 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
             producer.start()
             _say(f"dphhh run: replaying the shared capture and a synthetic stream into "
                  f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
-        from .job import submit
+        from .job import latest_checkpoint, submit
 
-        metrics = None
-        if cfg["output.metrics_port"]:
-            from .report_metrics import ReportMetrics
-
-            metrics = ReportMetrics()
-            metrics.serve(cfg["output.metrics_port"])
-        client = submit(cfg, run_dir)
+        resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
+        if resume is not None:
+            _say(f"dphhh run: resuming from {resume.parent.name}/{resume.name}, the newest checkpoint of this "
+                 f"deployment (flink.resume = latest)")
+        client = submit(cfg, run_dir, resume)
         _say(f"dphhh run: job submitted; a report every {cfg['window.size_ms'] / 1000:g} s "
              f"of event time (Ctrl-C stops)"
              + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else ""))
         printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
+        fatal = run_dir / FATAL_FILE
+
+        def stop_on_fatal() -> None:
+            if fatal.exists():
+                raise JobFailed(f"stopped: {fatal.read_text().strip()}")
+
         try:
-            wait_for_job(client)
+            wait_for_job(client, on_tick=stop_on_fatal)
         except KeyboardInterrupt:
             return 130
+        except JobFailed as exc:
+            _say(f"dphhh run: error: {exc}")
+            _say("dphhh run: reports published so far are intact; fix the cause and start again (it resumes "
+                 "from the newest checkpoint)")
+            return 1
         return 0
     finally:
         with signals_deferred():  # Kafka clients first, then the broker they talk to

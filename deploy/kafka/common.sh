@@ -5,7 +5,9 @@ deploy_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 root_dir="$(dirname "$deploy_dir")"
 kafka_conf_dir="$deploy_dir/kafka"
 kafka_jars="$deploy_dir/jars/kafka"
-kafka_var="$root_dir/var/kafka"
+# DPHHH_KAFKA_VAR: a second, independent broker keeps its own folder (relative = from the checkout).
+kafka_var="${DPHHH_KAFKA_VAR:-$root_dir/var/kafka}"
+[[ "$kafka_var" = /* ]] || kafka_var="$root_dir/$kafka_var"
 kafka_data="$kafka_var/data"
 kafka_logs="$kafka_var/logs"
 kafka_pid_file="$kafka_var/kafka.pid"
@@ -25,6 +27,16 @@ kafka_check_port DPHHH_KAFKA_PORT "$kafka_port"
 kafka_check_port DPHHH_KAFKA_CONTROLLER_PORT "$kafka_controller_port"
 [[ "$kafka_port" != "$kafka_controller_port" ]] \
   || kafka_die "DPHHH_KAFKA_PORT and DPHHH_KAFKA_CONTROLLER_PORT must differ (both are $kafka_port)"
+
+# DPHHH_KAFKA_SECURITY: plaintext (default) or sasl_ssl (client listener SASL_SSL, PLAIN mechanism;
+# the TLS material and passwords are generated once in $kafka_var/secrets by kafka/security.sh).
+kafka_security="${DPHHH_KAFKA_SECURITY:-plaintext}"
+case "$kafka_security" in
+  plaintext) kafka_listener_name=PLAINTEXT ;;
+  sasl_ssl) kafka_listener_name=SASL_SSL ;;
+  *) kafka_die "DPHHH_KAFKA_SECURITY must be plaintext or sasl_ssl, got '$kafka_security'" ;;
+esac
+kafka_secrets="$kafka_var/secrets"
 
 kafka_require_java() {
   command -v java >/dev/null 2>&1 \

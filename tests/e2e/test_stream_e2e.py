@@ -11,6 +11,7 @@ counting any element.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -61,8 +62,9 @@ def _messages(base: int) -> tuple[list[tuple[int, bytes]], list[str]]:
     for w, values in enumerate(_window_values(rng)):
         for i in range(0, len(values), 1000):
             messages.append((base + w * WINDOW + 10 * (i // 1000), pack_ipv4(values[i : i + 1000])))
-    bad = [(base + 3 * WINDOW + 1, b"\x01\x02\x03"), (base + 3 * WINDOW + 2, b""),
-           (base + 3 * WINDOW + 3, b"\x00" * 8200)]
+    # bad records among window 0's (timestamps inside window 0: a later one would move the watermark
+    # past window 0 while its remaining records are still to come, and those would then be late)
+    bad = [(base + 41, b"\x01\x02\x03"), (base + 42, b""), (base + 43, b"\x00" * 8200)]
     return messages[:5] + bad + messages[5:], ["bad_length", "empty", "oversized"]
 
 
@@ -115,8 +117,11 @@ def _publish(config: Path, messages) -> tuple[object, PackedProducer]:
 JOB = [str(Path(sys.executable).with_name("dphhh")), "run", "--replay", "no", "--config"]
 
 
-def _run(tmp_path: Path, config: Path, messages) -> tuple[object, subprocess.CompletedProcess]:
+def _run(tmp_path: Path, config: Path, messages, tombstone_at: int | None = None
+         ) -> tuple[object, subprocess.CompletedProcess]:
     cfg, producer = _publish(config, messages)
+    if tombstone_at is not None:  # a record with a null value (a Kafka tombstone)
+        producer._producer.send(cfg["kafka.input_topic"], key=b"t", value=None, timestamp_ms=tombstone_at).get(timeout=30)
     producer.close()
     result = subprocess.run([*JOB, str(config)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -141,11 +146,12 @@ def _base() -> int:
 
 def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
     """One report per window (the empty one too), sketch state == offline replay, reports == offline
-    computation with the same test seed, bad records dead-lettered and counted, no raw data in logs."""
+    computation with the same test seed, bad records dead-lettered and counted, no raw data in logs;
+    a tombstone (null value) is skipped: neither counted nor dead-lettered, and the job is unharmed."""
     base = _base()
     messages, bad_reasons = _messages(base)
     config = _config(tmp_path, "main", seed=1234)
-    cfg, result = _run(tmp_path, config, messages)
+    cfg, result = _run(tmp_path, config, messages, tombstone_at=base + 44)
 
     reports = _reports(cfg)
     starts = [json.loads(r)["window"]["start_ms"] for r in reports]
@@ -178,6 +184,10 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
     dead = [json.loads(v) for _, v in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
                                                              idle_timeout_s=3)]
     assert sorted(d["reason"] for d in dead) == sorted(bad_reasons)
+    # the dead-letter topic holds the bad records themselves and nothing else (no good record, no count)
+    bad_values = sorted(v for _, v in messages if not MessageDecoder("packed-ipv4", max_message_bytes=8192).decode(v).ok)
+    assert sorted(base64.b64decode(d["value_b64"]) for d in dead) == bad_values
+    assert all(set(d) == {"reason", "timestamp_ms", "value_b64"} for d in dead)
 
     logs = result.stderr  # stdout carries the published (private) reports themselves
     for path in (tmp_path / "run").rglob("*"):
@@ -198,6 +208,17 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def _interrupt(job: subprocess.Popen) -> tuple[str | None, str | None]:
+    """Ctrl-C as a terminal sends it (SIGINT to the job's process group); the job's (stdout, stderr)
+    once it ended, within 60 s (else it is killed and the test fails)."""
+    os.killpg(job.pid, signal.SIGINT)
+    try:
+        return job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        raise
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -236,12 +257,7 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
             assert job.poll() is None, job.stderr.read()[-3000:]
     finally:
         producer.close()
-        os.killpg(job.pid, signal.SIGINT)
-        try:
-            _, stderr = job.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            raise
+        _, stderr = _interrupt(job)
     assert job.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     assert "job stopped" in stderr
     _wait_for(lambda: not _group_alive(job.pid), 20, "the job's processes to end")
@@ -421,12 +437,7 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
         dashboard_proc.wait(timeout=30)
         prometheus.terminate()
         prometheus.wait(timeout=30)
-        os.killpg(job.pid, signal.SIGINT)
-        try:
-            job.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            raise
+        _interrupt(job)
 
 
 def test_job_runs_on_a_standalone_cluster_with_two_taskmanagers(broker, tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ def _decoders() -> list[MessageDecoder]:
         out.append(MessageDecoder(fmt, max_message_bytes=MAX_BYTES, json_field="ip", json_time_field="ts",
                                   path_depth=3))
     out.append(MessageDecoder("json", max_message_bytes=MAX_BYTES, json_field="src"))
+    out.append(MessageDecoder("json", max_message_bytes=MAX_BYTES, json_field="ip", unit_field="src"))
     return out
 
 
@@ -72,6 +73,8 @@ def test_no_decoder_raises_and_every_reason_is_known(messages: list[bytes | None
         assert many.reasons == [d.reason for d in one]
         assert many.counts.tolist() == [len(d.values) if d.ok else 0 for d in one]
         assert len(many.values) == int(many.counts.sum())
+        if decoder.has_units:  # every kept value has its privacy unit
+            assert many.units.size == len(many.values)
 
 
 @FUZZ
@@ -86,7 +89,7 @@ def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None,
     for decoder in _decoders():
         out = decode_batch(pack_batch(timestamps, messages), decoder, windows, watermark)
         decoded = [decoder.decode(m) for m in messages]
-        kept = sum(len(v) for _, v in out.windows)
+        kept = sum(len(v) for _, v, _ in out.windows)
         assert len(out.dead) == sum(1 for d in decoded if not d.ok) + _no_time(decoded, timestamps)
         expected_kept = sum(len(d.values) for d, t in zip(decoded, timestamps)
                             if d.ok and _time(d, t) >= 0 and not windows.is_late(windows.start_of(_time(d, t)), watermark))

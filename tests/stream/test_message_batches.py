@@ -33,7 +33,9 @@ def _random_message(rng: random.Random) -> bytes | None:
     if kind == 4:
         return json.dumps({"ip": f"10.0.{rng.randrange(3)}.1", "ts": rng.randrange(-5, 50_000)}).encode()
     if kind == 5:
-        return rng.choice([b'{"ip": 5}', b"{bad", b'{"dst": "1.2.3.4"}', b'{"ip": "1.2.3.4", "ts": "x"}'])
+        return rng.choice([b'{"ip": 5}', b"{bad", b'{"dst": "1.2.3.4"}', b'{"ip": "1.2.3.4", "ts": "x"}',
+                           b'{"ip": "1.2.3.4", "src": "u1"}', b'{"ip": "1.2.3.4", "src": 7}',
+                           b'{"ip": "1.2.3.4", "src": true}'])
     if kind == 6:
         return "/".join(rng.choice(["de", "fr", "", " a ", "b"]) for _ in range(rng.randrange(1, 6))).encode()
     if kind == 7:
@@ -46,6 +48,8 @@ DECODERS = {
     "text-ipv4": dict(),
     "json": dict(json_field="ip", json_time_field="ts"),
     "json-no-time": dict(json_field="ip"),
+    "json-unit": dict(json_field="ip", unit_field="src"),
+    "packed-ipv4-pairs": dict(),
     "path": dict(path_depth=3),
 }
 
@@ -64,6 +68,9 @@ def test_decode_many_equals_decoding_one_message_at_a_time(name: str) -> None:
     assert [str(v) for v in list(many.values)] == [str(v) for d in one if d.ok for v in list(d.values)]
     if fmt == "json":
         assert many.event_times.tolist() == [-1 if d.event_time is None else d.event_time for d in one]
+    if decoder.has_units:
+        assert many.units.tolist() == [u for d in one if d.ok for u in d.units.tolist()]
+        assert many.units.size == len(many.values)
     assert 0 < sum(r is None for r in many.reasons) < len(messages)  # the sample mixes good and bad
 
 
@@ -100,7 +107,7 @@ def test_decode_batch_matches_the_message_by_message_rules() -> None:
     assert out.dead == [("bad_ipv4", b"bad", 1600), ("no_timestamp", b"10.0.0.2", None),
                         ("no_timestamp", b"10.0.0.6", -3)]
     assert out.late == 1  # 200 is in window [0, 1000), released at watermark 999
-    assert [(start, v.tolist()) for start, v in out.windows] == [
+    assert [(start, v.tolist()) for start, v, _ in out.windows] == [
         (1000, [0x0A000001, 0x0A000005]), (2000, [0x0A000004])]
 
 
@@ -109,14 +116,14 @@ def test_decode_batch_takes_json_event_time_over_the_kafka_timestamp() -> None:
     decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
     messages = [json.dumps({"ip": "1.1.1.1", "t": 5500}).encode(), json.dumps({"ip": "2.2.2.2", "t": 10}).encode()]
     out = decode_batch(pack_batch([1, 1], messages), decoder, TumblingWindows(1000), watermark=-(2**63))
-    assert [(s, v.tolist()) for s, v in out.windows] == [(0, [0x02020202]), (5000, [0x01010101])]
+    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(0, [0x02020202]), (5000, [0x01010101])]
 
 
 def test_decode_batch_of_paths_keeps_them_as_strings() -> None:
     """Path values stay a list of normalised strings per window."""
     out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3),
                        TumblingWindows(10), watermark=0)
-    assert out.windows == [(0, ["a/b/c", "d/e/f"])]
+    assert out.windows == [(0, ["a/b/c", "d/e/f"], None)]
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
@@ -147,4 +154,4 @@ def test_packed_messages_split_across_windows_keep_order() -> None:
     out = decode_batch(pack_batch([10, 1010, 20], [a, b, c]), MessageDecoder("packed-ipv4"),
                        TumblingWindows(1000), watermark=-(2**63))
     assert out.dead == [("bad_length", c, 20)]
-    assert [(s, v.tolist()) for s, v in out.windows] == [(0, [1, 2]), (1000, [3])]
+    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(0, [1, 2]), (1000, [3])]

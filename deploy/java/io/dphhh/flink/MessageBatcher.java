@@ -6,6 +6,7 @@ import java.nio.ByteOrder;
 import java.util.Arrays;
 
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -32,6 +33,7 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
     private final int maxRecords;
     private final int maxBytes;
     private final long maxDelayMs;
+    private final long checkpointDelayMs;
 
     private transient long[] timestamps;
     private transient int[] lengths;
@@ -40,12 +42,22 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
     private transient boolean timerPending;
 
     public MessageBatcher(int maxRecords, int maxBytes, long maxDelayMs) {
-        if (maxRecords < 1 || maxBytes < 1 || maxDelayMs < 1) {
-            throw new IllegalArgumentException("MessageBatcher: maxRecords, maxBytes and maxDelayMs must be >= 1");
+        this(maxRecords, maxBytes, maxDelayMs, 0L);
+    }
+
+    /**
+     * @param checkpointDelayMs tests only: each checkpoint's synchronous phase waits this long in
+     *     this operator, so that a test can act while a checkpoint is in progress (0 = never)
+     */
+    public MessageBatcher(int maxRecords, int maxBytes, long maxDelayMs, long checkpointDelayMs) {
+        if (maxRecords < 1 || maxBytes < 1 || maxDelayMs < 1 || checkpointDelayMs < 0) {
+            throw new IllegalArgumentException(
+                    "MessageBatcher: maxRecords, maxBytes and maxDelayMs must be >= 1, checkpointDelayMs >= 0");
         }
         this.maxRecords = maxRecords;
         this.maxBytes = maxBytes;
         this.maxDelayMs = maxDelayMs;
+        this.checkpointDelayMs = checkpointDelayMs;
     }
 
     @Override
@@ -97,6 +109,14 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
         flush();
         super.prepareSnapshotPreBarrier(checkpointId);
+    }
+
+    @Override
+    public void snapshotState(StateSnapshotContext context) throws Exception {
+        super.snapshotState(context);
+        if (checkpointDelayMs > 0) {
+            Thread.sleep(checkpointDelayMs);
+        }
     }
 
     @Override

@@ -1,0 +1,124 @@
+"""The privacy unit: what one report protects (spec §0).
+
+* ``event`` (default): two input streams are neighbours if one has one extra element. A window's
+  report released at (ε, δ) is (ε, δ)-DP with respect to adding or removing one element of the
+  window.
+* ``user``: a *privacy-unit key* (for example the source address when the hierarchy is over
+  destination addresses, or a JSON field) groups elements into units. Each unit is capped at ``m``
+  elements per window (:class:`~privacy.unit_cap.UnitCap`; the excess is dropped and counted), so
+  adding or removing *all* elements of one unit changes at most ``m`` elements of what the sketches
+  see. The event-level mechanism is calibrated at ``ε' = ε/m``, ``δ' = δ/(m·e^ε)``
+  (:meth:`PrivacyUnit.event_budget`) and group privacy turns that into (ε, δ)-DP with respect to one
+  unit (:meth:`PrivacyUnit.cost`).
+
+A :class:`PrivacyUnit` is immutable and validated at construction; its errors are prefixed
+``PrivacyUnit:``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .params import PrivacyBudget, check_int
+
+__all__ = ["PrivacyUnit", "UNIT_KINDS"]
+
+UNIT_KINDS = ("event", "user")
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The privacy unit of a deployment.
+
+    * ``kind``: ``"event"`` (one element) or ``"user"`` (all elements of one unit).
+    * ``key``: what identifies a unit, for reports, e.g. ``"source address"`` or
+      ``"json field 'user'"``; required (non-empty) for ``user``.
+    * ``cap``: ``m``, the most elements one unit contributes per window; an integer >= 1 for
+      ``user`` and exactly 1 for ``event``.
+    """
+
+    kind: str = "event"
+    key: str = ""
+    cap: int = 1
+
+    def __post_init__(self) -> None:
+        owner = "PrivacyUnit"
+        if self.kind not in UNIT_KINDS:
+            raise ValueError(f"{owner}: kind must be one of {', '.join(UNIT_KINDS)}, got {self.kind!r}")
+        if not isinstance(self.key, str):
+            raise ValueError(f"{owner}: key must be a string, got {type(self.key).__name__}")
+        check_int(owner, "cap", self.cap, 1)
+        if self.kind == "event" and self.cap != 1:
+            raise ValueError(f"{owner}: cap must be 1 for the event-level unit, got {self.cap!r}")
+        if self.kind == "user" and not self.key.strip():
+            raise ValueError(f"{owner}: key must name what identifies a unit (e.g. 'source address'), got {self.key!r}")
+
+    # -- calibration ---------------------------------------------------------------------------
+    def event_budget(self, budget: PrivacyBudget) -> PrivacyBudget:
+        """The event-level budget (ε', δ') at which to run the per-element mechanism.
+
+        ``event``: ``budget`` unchanged. ``user`` with cap m: ``ε' = ε/m``, ``δ' = δ/(m·e^ε)``.
+
+        Derivation (group privacy): if a mechanism is (ε', δ')-DP for inputs that differ in one
+        element, then for inputs that differ in k elements it is
+        ``(k·ε', k·e^{(k−1)ε'}·δ')``-DP (chain the k one-element steps; the i-th step's δ' is
+        multiplied by ``e^{(i−1)ε'} <= e^{(k−1)ε'}``). Capping makes one unit at most ``k = m``
+        elements of a window, and with ``ε' = ε/m``, ``δ' = δ/(m·e^ε)`` this is
+        ``(ε, e^{(m−1)ε/m}·δ/e^ε) = (ε, e^{−ε/m}·δ)``, which is ``<= (ε, δ)``.
+        ``ε'`` is rounded down if needed so that ``m·ε' <= ε`` holds in floating point too.
+        """
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"PrivacyUnit: budget must be a PrivacyBudget, got {type(budget).__name__}")
+        if self.kind == "event":
+            return budget
+        m = self.cap
+        eps = budget.epsilon / m
+        while eps * m > budget.epsilon:
+            eps = math.nextafter(eps, 0.0)
+        # δ·e^{−ε}/m rather than δ/(m·e^ε): no overflow for large ε.
+        return PrivacyBudget(eps, budget.delta * math.exp(-budget.epsilon) / m)
+
+    def cost(self, event_budget: PrivacyBudget, distance: int) -> PrivacyBudget:
+        """Privacy cost of the mechanism calibrated at ``event_budget`` = (ε', δ') for inputs that
+        differ in ``distance`` **elements** (OpenDP-style privacy map).
+
+        Group privacy: ``(d·ε', d·e^{(d−1)ε'}·δ')`` for ``d = distance >= 1``. Raises
+        ``ValueError`` if the δ part reaches 1 (no guarantee at that distance).
+        """
+        if not isinstance(event_budget, PrivacyBudget):
+            raise TypeError(f"PrivacyUnit: event_budget must be a PrivacyBudget, got {type(event_budget).__name__}")
+        d = check_int("PrivacyUnit", "distance", distance, 1)
+        eps = d * event_budget.epsilon
+        if event_budget.delta == 0.0:
+            return PrivacyBudget(eps, 0.0)
+        exponent = (d - 1) * event_budget.epsilon
+        log_delta = math.log(d) + exponent + math.log(event_budget.delta)
+        if log_delta >= 0.0:
+            raise ValueError(f"PrivacyUnit: no (ε, δ) guarantee at distance {d}: the group-privacy δ reaches 1")
+        if exponent > 700.0:  # e^exponent would overflow; log_delta < 0 keeps the result finite
+            return PrivacyBudget(eps, math.exp(log_delta))
+        return PrivacyBudget(eps, d * math.exp(exponent) * event_budget.delta)
+
+    def user_cost(self, event_budget: PrivacyBudget) -> PrivacyBudget:
+        """Cost with respect to one whole unit: :meth:`cost` at distance ``cap`` (``m`` elements)."""
+        return self.cost(event_budget, self.cap)
+
+    # -- statements ----------------------------------------------------------------------------
+    def guarantee(self, budget: PrivacyBudget) -> str:
+        """One sentence stating the guarantee of a window report released at ``budget`` (ε, δ)."""
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"PrivacyUnit: budget must be a PrivacyBudget, got {type(budget).__name__}")
+        head = f"({budget.epsilon:g}, {budget.delta:g})-DP with respect to adding or removing"
+        if self.kind == "event":
+            return f"{head} one element of this window"
+        plural = "element" if self.cap == 1 else "elements"
+        return (
+            f"{head} all elements of one privacy unit ({self.key}), "
+            f"each unit capped at {self.cap} {plural} per window"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"unit": kind, "key": key, "cap": m}`` for reports."""
+        return {"unit": self.kind, "key": self.key, "cap": self.cap}

@@ -1,0 +1,219 @@
+"""Per-window contribution cap for user-level privacy (spec §0).
+
+:class:`UnitCap` keeps, in arrival order, the first ``m`` elements of every privacy unit within one
+window and drops the rest (counted in :attr:`UnitCap.dropped`). Whether an element is kept depends
+only on its own unit's earlier elements, so adding or removing all elements of one unit changes at
+most ``m`` kept elements and leaves every other unit's kept elements exactly as they were: the
+sketches then see neighbouring inputs at distance <= m, which group privacy covers
+(:class:`~privacy.unit.PrivacyUnit`).
+
+Units are ``uint64`` keys; :func:`unit_keys_of` maps arbitrary unit values (JSON field values,
+strings, integers, bytes) to keys with a fixed, public hash.
+
+The state (distinct units seen in the window and their kept counts) is **raw, non-private data**:
+it never leaves the engine except as checkpointed operator state (:meth:`UnitCap.to_bytes`).
+The dropped count is data too; it may only be exposed where the deployment treats it as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import numbers
+import struct
+import zlib
+from typing import Iterable
+
+import numpy as np
+
+from .params import check_int
+
+__all__ = ["UnitCap", "UnitCapFormatError", "unit_keys_of"]
+
+_MAGIC = b"DPUC"
+_VERSION = 1
+_HEADER = struct.Struct("<4sHHQQQ")  # magic, version, flags, cap, distinct units, dropped
+_CRC = struct.Struct("<I")
+
+_HASH_PERSON = b"dphhh.unit/v1"  # blake2b personalisation: a fixed, public domain separator
+
+
+class UnitCapFormatError(ValueError):
+    """Raised when serialised :class:`UnitCap` bytes are not a valid state."""
+
+
+class UnitCap:
+    """Keep at most ``cap`` elements per privacy unit in one window, in arrival order.
+
+    State: the sorted distinct units seen so far (``uint64``) and how many elements of each were
+    kept (``1..cap``): O(distinct units) memory. :meth:`keep` is vectorised (stable sort, group
+    ranks, binary search into the state) and gives exactly the mask of the per-element rule
+    "keep iff fewer than ``cap`` elements of this unit were kept before".
+    """
+
+    __slots__ = ("cap", "_units", "_kept", "_dropped")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = check_int("UnitCap", "cap", cap, 1)
+        self._units = np.zeros(0, dtype=np.uint64)
+        self._kept = np.zeros(0, dtype=np.int64)
+        self._dropped = 0
+
+    # -- the cap -------------------------------------------------------------------------------
+    def keep(self, units: np.ndarray | Iterable[int]) -> np.ndarray:
+        """Boolean mask over ``units`` (unit keys of a batch, in arrival order): ``True`` for the
+        elements to keep. Updates the state (earlier batches count, as do earlier elements of this
+        batch)."""
+        arr = _as_unit_array(units)
+        n = arr.shape[0]
+        mask = np.zeros(n, dtype=bool)
+        if n == 0:
+            return mask
+        order = np.argsort(arr, kind="stable")
+        ordered = arr[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        uniq = ordered[starts]
+        sizes = np.diff(np.append(starts, n))
+        # rank of each element among the batch's elements of its unit, in arrival order
+        rank = np.arange(n) - np.repeat(starts, sizes)
+        # elements of each unit kept by earlier batches
+        pos = np.searchsorted(self._units, uniq)
+        present = pos < self._units.shape[0]
+        present[present] = self._units[pos[present]] == uniq[present]
+        before = np.zeros(uniq.shape[0], dtype=np.int64)
+        before[present] = self._kept[pos[present]]
+        mask[order] = (np.repeat(before, sizes) + rank) < self.cap
+        after = np.minimum(before + sizes, self.cap)
+        self._kept[pos[present]] = after[present]
+        if not present.all():
+            new = ~present
+            self._units = np.insert(self._units, pos[new], uniq[new])
+            self._kept = np.insert(self._kept, pos[new], after[new])
+        self._dropped += int(n - np.count_nonzero(mask))
+        return mask
+
+    @property
+    def dropped(self) -> int:
+        """Elements dropped so far because their unit had reached the cap."""
+        return self._dropped
+
+    @property
+    def kept(self) -> int:
+        """Elements kept so far."""
+        return int(self._kept.sum())
+
+    @property
+    def distinct_units(self) -> int:
+        """Distinct units seen so far (the state's size)."""
+        return int(self._units.shape[0])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, UnitCap):
+            return NotImplemented
+        return (
+            self.cap == other.cap
+            and self._dropped == other._dropped
+            and np.array_equal(self._units, other._units)
+            and np.array_equal(self._kept, other._kept)
+        )
+
+    def __repr__(self) -> str:
+        return f"UnitCap(cap={self.cap}, distinct_units={self.distinct_units})"
+
+    # -- serialisation -------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Versioned, checksummed serialisation (header, units, kept counts, CRC-32)."""
+        body = (
+            _HEADER.pack(_MAGIC, _VERSION, 0, self.cap, self._units.shape[0], self._dropped)
+            + self._units.astype("<u8").tobytes()
+            + self._kept.astype("<i8").tobytes()
+        )
+        return body + _CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "UnitCap":
+        """Load :meth:`to_bytes` output; raises :class:`UnitCapFormatError` on any inconsistency."""
+        where = "UnitCap"
+        data = bytes(data)
+        if len(data) < _HEADER.size + _CRC.size:
+            raise UnitCapFormatError(f"{where}: Possible corruption: {len(data)} bytes is shorter than a header")
+        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+        if crc != zlib.crc32(data[: len(data) - _CRC.size]):
+            raise UnitCapFormatError(f"{where}: Possible corruption: checksum mismatch")
+        magic, version, flags, cap, count, dropped = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise UnitCapFormatError(f"{where}: Possible corruption: bad magic {magic!r} (expected {_MAGIC!r})")
+        if version != _VERSION:
+            raise UnitCapFormatError(f"{where}: unsupported serialisation version {version} (this build reads {_VERSION})")
+        if flags != 0:
+            raise UnitCapFormatError(f"{where}: Possible corruption: unknown flags {flags:#x}")
+        if cap < 1 or cap >= 2**63:
+            raise UnitCapFormatError(f"{where}: Possible corruption: cap={cap} out of range")
+        expected = _HEADER.size + 16 * count + _CRC.size
+        if len(data) != expected:
+            raise UnitCapFormatError(
+                f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for {count} units"
+            )
+        off = _HEADER.size
+        units = np.frombuffer(data, dtype="<u8", count=count, offset=off).astype(np.uint64)
+        kept = np.frombuffer(data, dtype="<i8", count=count, offset=off + 8 * count).astype(np.int64)
+        if count > 1 and not (units[1:] > units[:-1]).all():
+            raise UnitCapFormatError(f"{where}: Possible corruption: units not strictly increasing")
+        if ((kept < 1) | (kept > cap)).any():
+            raise UnitCapFormatError(f"{where}: Possible corruption: a kept count is outside 1..cap")
+        if dropped >= 2**63:
+            raise UnitCapFormatError(f"{where}: Possible corruption: dropped count out of range")
+        state = cls(int(cap))
+        state._units = units
+        state._kept = kept
+        state._dropped = int(dropped)
+        return state
+
+
+def _as_unit_array(units: np.ndarray | Iterable[int]) -> np.ndarray:
+    """``units`` as a 1-D ``uint64`` array; integer input only, no negative values."""
+    arr = np.asarray(units if isinstance(units, np.ndarray) else list(units))
+    if arr.ndim != 1:
+        raise ValueError(f"UnitCap: units must be a 1-D array, got {arr.ndim} dimensions")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"UnitCap: units must be integer keys (uint64), got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        raise ValueError("UnitCap: units must be non-negative keys")
+    return arr.astype(np.uint64, copy=False)
+
+
+def _canonical(value: object) -> bytes:
+    """Type-tagged canonical bytes of one unit value (so ``"1"``, ``1`` and ``b"1"`` differ)."""
+    if isinstance(value, str):
+        return b"s:" + value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return b"b:" + bytes(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return b"i:" + str(int(value)).encode("ascii")
+    # the type name only: a unit value is raw data and never goes into a message
+    raise TypeError(f"unit_keys_of: a unit value must be str, int or bytes, got {type(value).__name__}")
+
+
+def unit_keys_of(values: Iterable[str | int | bytes]) -> np.ndarray:
+    """Map unit values to ``uint64`` unit keys with a fixed, public hash.
+
+    Key = the first 8 bytes (little-endian) of ``blake2b(digest_size=8, person=b"dphhh.unit/v1")``
+    of a type-tagged canonical encoding: ``str`` → ``b"s:"`` + UTF-8, ``int`` → ``b"i:"`` + decimal
+    text, ``bytes`` → ``b"b:"`` + the bytes. The key depends on the value only (not on the window,
+    the process or a secret), so the same unit gets the same key on every operator and after a
+    restore. ``bool``, ``float``, ``None`` and other types raise ``TypeError``.
+
+    Collisions: two different values with the same key are treated as **one** unit and share one
+    cap of ``m`` elements, so a collision only ever keeps fewer elements, and the (ε, δ) guarantee
+    holds exactly for the merged unit. For one of the two original values alone the distance is
+    larger: removing it can let up to ``m`` elements of the other value in, i.e. up to ``2m``
+    changed elements (about ``(2ε, (1+e^ε)·δ)``). With a 64-bit hash the chance that any two of N
+    distinct units in a window collide is below ``N²/2^65`` (about 3·10⁻⁸ for a million units), and
+    hitting a given unit's key on purpose needs a second preimage of a 64-bit hash.
+    """
+    out = [
+        int.from_bytes(hashlib.blake2b(_canonical(v), digest_size=8, person=_HASH_PERSON).digest(), "little")
+        for v in values
+    ]
+    return np.array(out, dtype=np.uint64)

@@ -1,0 +1,241 @@
+"""Privacy audit of user-level privacy (spec §0 and §10): unit cap + group calibration.
+
+Neighbouring streams differ in **all elements of one privacy unit** u:
+
+* stream B: base elements of many units (most within the cap m, some above it, so the cap drops
+  some of their elements), in a fixed shuffled order;
+* stream A: B plus ``M = 8m`` elements of u, interleaved at fixed, evenly spaced positions. u's
+  values are distinct addresses that share the prefix ``10.20.0.0/16`` (and ``10.0.0.0/8``), whose
+  count is placed just below the release threshold T* so that u's elements decide whether the
+  prefix is released.
+
+Mechanism under audit, exactly as the stream job runs it: ``UnitCap(m)`` over the stream in
+arrival order → :class:`~sketches.level_sketches.LevelSketches` (``ipv4:8,16``, h = 2) →
+:func:`privacy.window.release_window` with :class:`~privacy.params.HHHParams` at
+``PrivacyUnit("user", …, m).event_budget((ε, δ))``. The sketches are deterministic, so they are
+built once per side; the noise of every sketch release and every private sub-stream size is then
+drawn 10^6 times per side, vectorised, through the same core ``release_window`` runs
+(:func:`privacy.release.release_arrays` and :func:`privacy.noise.discrete_laplace` at
+:func:`privacy.stream_size.size_scale`); ``test_audited_core_is_what_release_window_draws``
+checks that identity draw for draw.
+
+Statistics: u's prefix released value per level (a floor value when not released), their sum, the
+sum of the noisy sub-stream sizes, and everything together. Clopper–Pearson at α = 1e-3 per bound
+(``audit_tools``), δ = the user-level δ. With 10^6 samples per side the correct calibration
+measures ε_lb ≈ 0.2 against ε = 1, so a false alarm needs both a 1e-3 bound failure and a
+fivefold overshoot: negligible. Both broken variants measure ε_lb ≈ 1.9, far above 1:
+
+(a) the cap is applied but the mechanism runs at the event-level budget (no group calibration);
+(b) the calibration for m is used but no cap (u contributes all M = 8m elements).
+
+δ is checked analytically (10^6 samples cannot see 1e-6): ``test_calibration_accounting``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privacy.noise import discrete_laplace
+from privacy.params import HHHParams, PrivacyBudget
+from privacy.randomness import SeededRandomSource
+from privacy.release import ReleaseScales, release_arrays
+from privacy.stream_size import size_scale
+from privacy.unit import PrivacyUnit
+from privacy.unit_cap import UnitCap, unit_keys_of
+from privacy.window import release_sketch, release_window
+from sketches.hierarchy import parse_hierarchy
+from sketches.level_sketches import LevelSketches
+
+from .audit_tools import audit_statistics
+
+pytestmark = pytest.mark.audit
+
+EPSILON, DELTA = 1.0, 1e-6  # the claimed user-level guarantee
+CAP = 8  # m
+EXTRA = 8 * CAP  # M: u's elements in stream A
+TRIALS = 1_000_000  # noise draws per side
+HIERARCHY = "ipv4:8,16"
+COUNTERS = 16
+TAU = 100.0
+FOCUS_PREFIX = (10 << 24) | (20 << 16)  # 10.20.0.0/16, u's prefix
+UNIT = PrivacyUnit("user", "source address", CAP)
+
+
+def _ip(a: int, b: int, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n addresses a.b.x.y with random low 16 bits."""
+    return ((a << 24) | (b << 16) | rng.integers(0, 1 << 16, n)).astype(np.uint32)
+
+
+def _streams(focus_within: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(values, unit keys) of streams A (with u) and B (without u).
+
+    Base: ``focus_within`` elements of 10.20/16 from units of at most m elements each, one unit
+    with 2m elements of 10.20/16 (half of them above the cap), a few 10.99/16 elements, a heavy
+    45.1/16 prefix from units of 3m elements each (above the cap), and lighter 198.51/16 and
+    203.0/16 traffic. u: EXTRA distinct addresses of 10.20/16.
+    """
+    rng = np.random.default_rng(2026)
+    parts: list[tuple[np.ndarray, list[str]]] = []
+    parts.append((_ip(10, 20, rng, focus_within), [f"light-{i // CAP}" for i in range(focus_within)]))
+    parts.append((_ip(10, 20, rng, 2 * CAP), ["over-focus"] * (2 * CAP)))
+    parts.append((_ip(10, 99, rng, 3), ["stray-0", "stray-1", "stray-2"]))
+    parts.append((_ip(45, 1, rng, 3000), [f"heavy-{i % 100}" for i in range(3000)]))
+    parts.append((_ip(198, 51, rng, 900), [f"mid-{i % 200}" for i in range(900)]))
+    parts.append((_ip(203, 0, rng, 60), [f"small-{i}" for i in range(60)]))
+    values = np.concatenate([p[0] for p in parts])
+    units = unit_keys_of([u for p in parts for u in p[1]])
+    order = rng.permutation(values.size)
+    values_b, units_b = values[order], units[order]
+
+    u_values = (FOCUS_PREFIX | rng.choice(1 << 16, EXTRA, replace=False)).astype(np.uint32)
+    u_units = unit_keys_of(["victim"] * EXTRA)
+    positions = np.linspace(0, values_b.size, EXTRA).astype(np.int64)  # fixed, evenly spaced
+    values_a = np.insert(values_b, positions, u_values)
+    units_a = np.insert(units_b, positions, u_units)
+    return (values_a, units_a), (values_b, units_b)
+
+
+def _capped_sketches(
+    values: np.ndarray, units: np.ndarray, cap: int | None, batch: int = 500
+) -> tuple[LevelSketches, int]:
+    """The job's path: UnitCap (unless ``cap`` is None) then LevelSketches, batch by batch in
+    arrival order; returns the sketches and the number of dropped elements."""
+    sketches = LevelSketches(parse_hierarchy(HIERARCHY), COUNTERS)
+    capper = None if cap is None else UnitCap(cap)
+    for start in range(0, values.size, batch):
+        v, u = values[start : start + batch], units[start : start + batch]
+        sketches.update(v if capper is None else v[capper.keep(u)])
+    return sketches, 0 if capper is None else capper.dropped
+
+
+def _params(budget: PrivacyBudget) -> HHHParams:
+    return HHHParams(epsilon=budget.epsilon, delta=budget.delta, tau=TAU, counters=COUNTERS)
+
+
+def _scales(params: HHHParams, h: int) -> tuple[ReleaseScales, float]:
+    rel = params.release_budget
+    return (
+        ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant),
+        size_scale(epsilon=params.size_budget.epsilon, h=h),
+    )
+
+
+def _draw(sketches: LevelSketches, params: HHHParams, source: SeededRandomSource, trials: int):
+    """Per sketch, in release_window's order: (sorted keys, passed, values, noisy size) for ``trials`` draws."""
+    h = sketches.hierarchy.h
+    scales, s_scale = _scales(params, h)
+    out = []
+    for (level, _p), sk in sketches.items():
+        counters = sk.counters()
+        keys = sorted(counters)
+        passed, values = release_arrays(np.array([counters[k] for k in keys], dtype=np.int64), scales, source, trials)
+        sizes = sk.total + discrete_laplace(s_scale, trials, rng=source)
+        out.append((level, keys, passed, values, sizes))
+    return out
+
+
+def _statistics(draws, floor: int) -> dict[str, np.ndarray]:
+    """u's prefix value per level (floor when not released), their sum, the size sum, and all together."""
+    stats: dict[str, np.ndarray] = {}
+    focus_sum = sizes_sum = 0
+    hierarchy = parse_hierarchy(HIERARCHY)
+    for level, keys, passed, values, sizes in draws:
+        i = keys.index(int(hierarchy.keys(np.array([FOCUS_PREFIX], dtype=np.uint32), level)[0]))
+        shown = np.where(passed[:, i], values[:, i], floor)
+        stats[f"u_prefix_level{level}"] = shown
+        focus_sum = focus_sum + shown
+        sizes_sum = sizes_sum + sizes
+    stats["u_prefix_sum"] = focus_sum
+    stats["sizes_sum"] = sizes_sum
+    stats["all"] = focus_sum + sizes_sum
+    return stats
+
+
+def _focus_counts(sketches: LevelSketches) -> list[int]:
+    hierarchy = sketches.hierarchy
+    return [
+        sk.counters()[int(hierarchy.keys(np.array([FOCUS_PREFIX], dtype=np.uint32), level)[0])]
+        for (level, _p), sk in sketches.items()
+    ]
+
+
+def _audit(budget: PrivacyBudget, cap: int | None, seed: int):
+    """Build both sides through the job's path, place u's prefix just below T*, draw and audit."""
+    params = _params(budget)
+    h = parse_hierarchy(HIERARCHY).h
+    scales, _ = _scales(params, h)
+    shift = CAP if cap is not None else EXTRA  # what u adds to its prefix's counters
+    target = scales.integer_threshold - shift // 2  # side B's count of u's /16
+    # base /16 count = focus_within + (m kept of the over-cap unit's 2m, or all 2m without cap)
+    focus_within = target - (CAP if cap is not None else 2 * CAP)
+    (va, ua), (vb, ub) = _streams(focus_within)
+    (sk_a, dropped_a), (sk_b, dropped_b) = _capped_sketches(va, ua, cap), _capped_sketches(vb, ub, cap)
+    if cap is not None:  # base units above the cap lose elements on both sides; u loses M − m more
+        assert dropped_b > 0 and dropped_a == dropped_b + EXTRA - CAP
+    counts_a, counts_b = _focus_counts(sk_a), _focus_counts(sk_b)
+    # the audit sits where intended: u moves its prefix by exactly `shift` at every level
+    assert counts_b[-1] == target and [a - b for a, b in zip(counts_a, counts_b)] == [shift] * h
+    assert [sorted(s.counters()) for _, s in sk_a.items()] == [sorted(s.counters()) for _, s in sk_b.items()]
+    floor = scales.integer_threshold - 1
+    samples = []
+    for sketches, offset in ((sk_a, 0), (sk_b, 1)):
+        source = SeededRandomSource(np.random.default_rng(seed + offset))
+        samples.append(_statistics(_draw(sketches, params, source, TRIALS), floor))
+    return audit_statistics(samples[0], samples[1], delta=DELTA)
+
+
+def test_user_level_release_passes_audit() -> None:
+    """UnitCap(m) + calibration at (ε/m, δ/(m·e^ε)) shows no loss above ε for removing one unit's M > m elements."""
+    result = _audit(UNIT.event_budget(PrivacyBudget(EPSILON, DELTA)), CAP, seed=101)
+    print(f"user-level, correct: eps_lb={result.epsilon_lb:.3f} ({result.statistic}: {result.event})")
+    assert result.epsilon_lb <= EPSILON, result
+
+
+def test_audit_flags_cap_without_group_calibration() -> None:
+    """Capping at m but calibrating at the event-level ε (no division by m) is detected."""
+    result = _audit(PrivacyBudget(EPSILON, DELTA), CAP, seed=202)
+    print(f"user-level, no group calibration: eps_lb={result.epsilon_lb:.3f}")
+    assert result.epsilon_lb > EPSILON, result
+
+
+def test_audit_flags_group_calibration_without_cap() -> None:
+    """Calibrating for m but not capping (u contributes all M = 8m elements) is detected."""
+    result = _audit(UNIT.event_budget(PrivacyBudget(EPSILON, DELTA)), None, seed=303)
+    print(f"user-level, no cap: eps_lb={result.epsilon_lb:.3f}")
+    assert result.epsilon_lb > EPSILON, result
+
+
+def test_calibration_accounting() -> None:
+    """δ (and ε) analytically: the audited calibration costs <= (ε, δ) per unit; the uncalibrated one costs m·ε."""
+    claimed = PrivacyBudget(EPSILON, DELTA)
+    cost = UNIT.user_cost(UNIT.event_budget(claimed))
+    assert cost.epsilon <= EPSILON and cost.delta <= DELTA
+    broken = UNIT.user_cost(claimed)
+    assert broken.epsilon == pytest.approx(CAP * EPSILON) and broken.delta > DELTA
+    # a unit that creates a new prefix (count <= m) passes the threshold with probability far
+    # below δ: P(m + γ + w >= T_int) <= P(γ >= a) + P(w >= T_int − m − a) for a split a
+    scales, _ = _scales(_params(UNIT.event_budget(claimed)), parse_hierarchy(HIERARCHY).h)
+    t = scales.integer_threshold - CAP
+    a = scales.gamma / (scales.gamma + scales.w) * t
+    assert math.exp(-a / scales.gamma) + math.exp(-(t - a) / scales.w) < DELTA
+
+
+def test_audited_core_is_what_release_window_draws() -> None:
+    """For the same seed, one draw of the audited core equals release_sketch's output sketch by sketch,
+    and release_window runs on the capped sketches with the calibrated parameters."""
+    params = _params(UNIT.event_budget(PrivacyBudget(EPSILON, DELTA)))
+    (va, ua), _ = _streams(1500)
+    sketches, _ = _capped_sketches(va, ua, CAP)
+    h = sketches.hierarchy.h
+    core = _draw(sketches, params, SeededRandomSource(np.random.default_rng(9)), 1)
+    source = SeededRandomSource(np.random.default_rng(9))
+    for (level, keys, passed, values, sizes), ((lvl, p), sk) in zip(core, sketches.items()):
+        rel = release_sketch(lvl, p, sk.counters(), sk.total, params=params, h=h, rng=source)
+        assert rel.level == level
+        assert rel.values == {k: int(v) for k, ok, v in zip(keys, passed[0], values[0]) if ok}
+        assert rel.n_noisy == int(sizes[0])
+    report = release_window(sketches, params, rng=np.random.default_rng(9))
+    assert report["params"]["epsilon"] == pytest.approx(EPSILON / CAP)

@@ -1,0 +1,257 @@
+"""Fault injection on the real broker and job: a Python worker, the whole job or the broker is killed
+(SIGKILL) at a chosen moment and the job recovers.
+
+Moments: ``mid_window`` (a checkpoint holds a half-filled window), ``after_release`` (a window's
+report was just written, before the next checkpoint commits it), ``in_checkpoint`` (a checkpoint is
+in progress: the test hook ``output.test_checkpoint_delay_ms`` makes its synchronous phase last 4 s).
+After recovery the tests check what the issue promises: every element counted exactly once in the
+non-private sketch state at each window's release (equal to an offline replay of the same input),
+exactly one committed report per window, republished reports byte-identical (the ledger's), and the
+ledger's budget total unchanged (one entry of ε per window). A killed job is restarted with the same
+``dphhh run`` command, which resumes from the deployment's newest retained checkpoint.
+
+Also: the broker is down when the job starts (it waits with backoff, then runs), and a full disk
+under the reports file stops the job cleanly (exit 1, a clear message, no torn line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4
+from stream.broker import LocalBroker
+from stream.config import load_config
+from stream.ledger import ReleaseLedger
+from tests.e2e.test_stream_e2e import (JOB, WINDOW, _base, _config, _dumped, _group_alive, _interrupt, _messages,
+                                       _offline_sketches, _publish, _reports, _wait_for)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(config: Path, tmp_path: Path, tag: str) -> subprocess.Popen:
+    log = open(tmp_path / f"job-{tag}.err", "w")
+    return subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+                            text=True, start_new_session=True)
+
+
+def _stderr(tmp_path: Path, tag: str) -> str:
+    return (tmp_path / f"job-{tag}.err").read_text(errors="replace")
+
+
+def _stop(job: subprocess.Popen, tmp_path: Path, tag: str) -> None:
+    """Ctrl-C as a terminal sends it; the job must stop cleanly and leave no process."""
+    _interrupt(job)
+    err = _stderr(tmp_path, tag)
+    assert job.returncode == 130 and "Traceback" not in err, err[-3000:]
+    _wait_for(lambda: not _group_alive(job.pid), 30, "the job's processes to end")
+
+
+def _kill_group(job: subprocess.Popen) -> None:
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+    _wait_for(lambda: not _group_alive(job.pid), 30, "the killed job's processes to end")
+
+
+def _group_pids(pgid: int) -> list[tuple[int, str]]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                cmd = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append((int(stat.parent.name), cmd))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _python_workers(pgid: int) -> list[int]:
+    """The job's Python worker processes (PyFlink's process mode: beam SDK workers)."""
+    return [pid for pid, cmd in _group_pids(pgid) if "pyflink.fn_execution" in cmd or "beam_boot" in cmd]
+
+
+def _completed_checkpoints(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "checkpoints").glob("*/*/chk-*/_metadata"))
+
+
+def _latest_checkpoint_id(tmp_path: Path) -> int:
+    """The newest completed checkpoint's number (only the newest is retained), or 0."""
+    return max((int(p.parent.name[4:]) for p in _completed_checkpoints(tmp_path)), default=0)
+
+
+def _checkpoint_in_progress(tmp_path: Path) -> bool:
+    return any(not (d / "_metadata").exists() for d in (tmp_path / "checkpoints").glob("*/*/chk-*"))
+
+
+def _report_lines(tmp_path: Path) -> int:
+    path = tmp_path / "reports.jsonl"
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def _send(producer: PackedProducer, messages) -> None:
+    for ts, value in messages:
+        producer.send_value(value, ts)
+    producer.flush()
+
+
+def _check_exactly_once(tmp_path: Path, cfg, messages, windows: int) -> None:
+    reports = _reports(cfg)
+    starts = [json.loads(r)["window"]["start_ms"] for r in reports]
+    base = _base()
+    assert starts[:windows] == [base + w * WINDOW for w in range(windows)], starts  # once each, in order
+    assert len(starts) == len(set(starts))
+    ledger = ReleaseLedger(tmp_path / "ledger")
+    assert reports == [ledger.get(s) for s in starts]  # republished = the ledger's bytes
+    assert ledger.windows() == starts  # one ledger entry per window, nothing released twice
+    spent = sum(json.loads(ledger.get(s))["budget"]["epsilon"] for s in starts)
+    assert spent == pytest.approx(len(starts) * cfg.budget.epsilon)  # the budget total is unchanged
+    dumped = _dumped(tmp_path)
+    for key, sketch in _offline_sketches(cfg, messages).items():
+        if key[0] < base + windows * WINDOW:
+            assert dumped[key] == sketch, key  # every element counted exactly once
+    assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(reports)] == reports
+
+
+def _kill_broker() -> None:
+    pid = int((ROOT / "var" / "kafka" / "kafka.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+              30, "the broker to die")
+
+
+SCENARIOS = [(victim, moment) for victim in ("worker", "job", "broker")
+             for moment in ("mid_window", "after_release", "in_checkpoint")]
+
+
+@pytest.mark.parametrize("victim, moment", SCENARIOS, ids=[f"{v}-{m}" for v, m in SCENARIOS])
+def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, moment: str) -> None:
+    """After SIGKILL of the victim at the moment and recovery, every element is counted once, every window
+    has one committed report equal to the ledger's, and the ledger's budget total is unchanged."""
+    base = _base()
+    messages, _ = _messages(base)
+    split = next(i for i, (ts, _) in enumerate(messages) if ts >= base + WINDOW) + 6  # into window 1
+    first, rest = messages[:split], messages[split:]
+    mover = [(base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32)))]  # moves the watermark past window 3
+    delay = 4000 if moment == "in_checkpoint" else 0
+    interval = 1000 if moment == "in_checkpoint" else 1500
+    config = _config(tmp_path, f"{victim}-{moment}".replace("_", "-"), checkpoint_interval_ms=interval,
+                     test_checkpoint_delay_ms=delay)
+    config.write_text(config.read_text().replace("bounded = true", "bounded = false"))
+    cfg, producer = _publish(config, [])
+    job = _start(config, tmp_path, "1")
+    try:
+        _send(producer, first)
+        if moment == "mid_window":  # a checkpoint taken after window 0's release holds half of window 1
+            _wait_for(lambda: _report_lines(tmp_path) >= 1, 120, "window 0's report")
+            seen = _latest_checkpoint_id(tmp_path)
+            _wait_for(lambda: _latest_checkpoint_id(tmp_path) > seen, 60, "a checkpoint after the release")
+        elif moment == "after_release":
+            _wait_for(lambda: _latest_checkpoint_id(tmp_path) >= 1, 120, "a first checkpoint")
+            _wait_for(lambda: _report_lines(tmp_path) >= 1, 120, "window 0's report")
+        else:  # a later checkpoint in progress, an earlier one complete
+            _wait_for(lambda: _report_lines(tmp_path) >= 1, 120, "window 0's report")
+            _wait_for(lambda: _latest_checkpoint_id(tmp_path) >= 1, 120, "a first checkpoint")
+            _wait_for(lambda: _checkpoint_in_progress(tmp_path), 60, "a checkpoint in progress")
+
+        if victim == "worker":
+            workers = _python_workers(job.pid)
+            assert workers, _group_pids(job.pid)
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+        elif victim == "job":
+            _kill_group(job)
+            resumable = _latest_checkpoint_id(tmp_path)
+            assert not (tmp_path / "run" / "fatal.txt").exists()
+            job = _start(config, tmp_path, "2")
+        else:
+            _kill_broker()
+            time.sleep(5)
+            LocalBroker(9092).start()
+
+        _send(producer, rest + mover)
+        _wait_for(lambda: len(_reports(cfg)) >= 4, 240, "the reports of windows 0..3")
+    finally:
+        producer.close()
+        if job.poll() is None:
+            _stop(job, tmp_path, "2" if victim == "job" else "1")
+    if victim == "job":
+        err = _stderr(tmp_path, "2")
+        assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
+    _check_exactly_once(tmp_path, cfg, messages + mover, 4)
+
+
+def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path) -> None:
+    """With the broker away at start, dphhh run retries with backoff and logs it (no crash), and once
+    the broker is back it creates its topics and reports every window exactly once."""
+    base = _base()
+    messages, _ = _messages(base)
+    mover = [(base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32)))]
+    config = _config(tmp_path, "broker-down")
+    config.write_text(config.read_text().replace("bounded = true", "bounded = false")
+                      .replace("[kafka]\n", "[kafka]\nstart_local_broker = false\n"))
+    cfg = load_config(config, environ={})
+    _kill_broker()
+    job = _start(config, tmp_path, "1")
+    try:
+        _wait_for(lambda: "not reachable (attempt 3)" in _stderr(tmp_path, "1"), 60, "three failed attempts")
+        assert job.poll() is None
+        LocalBroker(9092).start()
+        _wait_for(lambda: "job submitted" in _stderr(tmp_path, "1"), 120, "the job to start")
+        cfg, producer = _publish(config, messages + mover)
+        producer.close()
+        _wait_for(lambda: len(_reports(cfg)) >= 4, 180, "the reports of windows 0..3")
+    finally:
+        LocalBroker(9092).start()
+        if job.poll() is None:
+            _stop(job, tmp_path, "1")
+    err = _stderr(tmp_path, "1")
+    assert "retrying in 1 s" in err and "retrying in 2 s" in err and "reachable after" in err
+    _check_exactly_once(tmp_path, cfg, messages + mover, 4)
+
+
+def test_a_full_disk_stops_the_job_cleanly(broker, tmp_path: Path) -> None:
+    """When the reports file's disk fills up, dphhh run stops with a clear message (exit 1, no traceback, no
+    process left), the file holds only complete report lines, and the ledger is intact."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(small)], capture_output=True,
+                             text=True)
+    assert mounted.returncode == 0, f"the test needs root to mount a tiny tmpfs: {mounted.stderr}"
+    try:
+        base = _base()
+        messages, _ = _messages(base)
+        mover = [(base + 5 * WINDOW, pack_ipv4(np.array([1], np.uint32)))]
+        config = _config(tmp_path, "disk-full")
+        config.write_text(config.read_text().replace("bounded = true", "bounded = false")
+                          .replace(f'reports_file = "{tmp_path / "reports.jsonl"}"',
+                                   f'reports_file = "{small / "reports.jsonl"}"'))
+        (small / "filler").write_bytes(b"\0" * 4 * 1024)  # leaves two 4 KiB pages: room for a few reports
+        cfg, producer = _publish(config, messages + mover)
+        producer.close()
+        job = _start(config, tmp_path, "1")
+        try:
+            job.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            raise AssertionError(_stderr(tmp_path, "1")[-3000:])
+        err = _stderr(tmp_path, "1")
+        assert job.returncode == 1, err[-3000:]
+        assert "No space left on device" in err and "Traceback" not in err, err[-3000:]
+        _wait_for(lambda: not _group_alive(job.pid), 30, "the job's processes to end")
+        lines = (small / "reports.jsonl").read_bytes().split(b"\n")
+        assert lines[-1] == b""  # no torn last line
+        written = [json.loads(line) for line in lines[:-1]]
+        assert 1 <= len(written) < 5  # windows 0..4 are due: the disk filled up before the last
+        ledger = ReleaseLedger(tmp_path / "ledger")
+        for report in written:
+            assert json.loads(ledger.get(report["window"]["start_ms"])) == report
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
