@@ -34,6 +34,7 @@ from privacy.params import MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
 
 from .batch import NoReadableInput, batch_report, exact_report
+from .errors import JobFailed
 from .snapshot_cli import add_snapshot_parser, run_snapshot
 
 __all__ = ["main", "build_parser", "format_report"]
@@ -371,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkaError as exc:  # broker unreachable, topic errors, …
         print(f"dphhh {args.command}: error: kafka: {exc}", file=sys.stderr)
         return 1
-    except TimeoutError as exc:  # e.g. the broker did not answer within kafka.wait_s
+    except (TimeoutError, JobFailed) as exc:  # the broker did not answer within kafka.wait_s; a failed job
         print(f"dphhh {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:

@@ -355,6 +355,7 @@ class CapOperator(KeyedProcessFunction):
             MapStateDescriptor(f"{STEP_IDS['cap']}-units", Types.LONG(), _bytes_type())
         )
         self.partitions = range(self.cfg.params.partitions)
+        self.cache: dict[tuple[int, int], UnitCap] = {}  # (shard, window) → the state's current value
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         _, window, payload, _ = value
@@ -367,12 +368,16 @@ class CapOperator(KeyedProcessFunction):
         if self.windows.is_late(window, ctx.timer_service().current_watermark()):
             self.metrics.inc("late_batches_dropped")
             return
-        data = self.state.get(window)
-        if data is None:
-            cap = UnitCap(self.cfg.unit.cap)
-            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
-        else:
-            cap = UnitCap.from_bytes(data)
+        where = (ctx.get_current_key(), window)
+        cap = self.cache.get(where)
+        if cap is None:
+            data = self.state.get(window)
+            if data is None:
+                cap = UnitCap(self.cfg.unit.cap)
+                ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+            else:
+                cap = UnitCap.from_bytes(data)
+            self.cache[where] = cap
         units, values = unpack_unit_payload(payload)
         before = cap.dropped
         keep = cap.keep(units)
@@ -385,7 +390,9 @@ class CapOperator(KeyedProcessFunction):
                 yield p, window, out, labels
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        self.state.remove(self.windows.start_of_release_time(timestamp))
+        window = self.windows.start_of_release_time(timestamp)
+        self.cache.pop((ctx.get_current_key(), window), None)
+        self.state.remove(window)
         yield from ()  # PyFlink iterates what on_timer returns
 
 

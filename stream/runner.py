@@ -24,6 +24,7 @@ from connectors.synthetic import synthetic_addresses
 
 from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
+from .errors import JobFailed
 from .operators import FATAL_FILE
 
 if TYPE_CHECKING:
@@ -90,10 +91,6 @@ def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> Loc
     topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
     create_topics(cfg.kafka_client_options(), topics, partitions=cfg["flink.parallelism"])
     return broker if broker is not None and broker.started else None
-
-
-class JobFailed(RuntimeError):
-    """The job ended with a failure (after its restarts), or was stopped because of one."""
 
 
 def root_cause(exc: BaseException) -> str:
