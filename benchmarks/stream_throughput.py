@@ -28,6 +28,10 @@ close because the input moves past them, never because the wall clock does.
    the Flink log shows the last task switching to RUNNING). Also printed: time to the first report,
    time to process exit. (The job exports no per-record counter to time the first record by: such
    counters count the stream exactly, spec §0 (c).)
+2b. ``e2e user`` (``--only packed,user``): the packed scenario's addresses as (unit, address)
+   pairs (``packed-ipv4-pairs``, 8 bytes per element) from ``--user-units`` Zipf-distributed unit
+   addresses, with user-level privacy on (``privacy.unit_key = "source-ipv4"``, ``unit_cap =
+   --user-cap``): the cost of the ``cap`` operator, compared with ``e2e packed`` in the same run.
 3. ``e2e 1/msg``: the same with one address per message (default 10^6 messages, ``--quick``
    2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
    ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
@@ -97,6 +101,7 @@ BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time,
 TARGET_ADDRESSES_PER_S = 1_000_000
 TARGET_RATIO = 0.5
 TARGET_LATENCY_S = 5.0
+SCENARIOS = {"packed", "user", "single", "latency"}
 CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
 
 
@@ -146,11 +151,15 @@ def dotted(addresses: np.ndarray) -> list[bytes]:
 
 
 def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first_window_ms: int,
-                    fmt: str) -> Iterator[tuple[int, bytes]]:
+                    fmt: str, units: np.ndarray | None = None) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, value): ``addresses`` split evenly over ``windows`` consecutive windows,
-    ``per_message`` addresses per message, timestamps spread over each window (last ms excluded)."""
+    ``per_message`` addresses per message, timestamps spread over each window (last ms excluded);
+    ``packed-ipv4-pairs``: each address preceded by its unit address from ``units``."""
     n = len(addresses)
+    width = 8 if fmt == "packed-ipv4-pairs" else 4
     packed = pack_ipv4(addresses) if fmt == "packed-ipv4" else None
+    if fmt == "packed-ipv4-pairs":
+        packed = np.stack([units, addresses], axis=1).astype(">u4").tobytes()
     texts = dotted(addresses) if fmt == "text-ipv4" else None
     bounds = np.linspace(0, n, windows + 1).round().astype(np.int64)
     for w in range(windows):
@@ -161,7 +170,7 @@ def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first
             a = lo + i * per_message
             b = min(hi, a + per_message)
             ts = start + (i * (WINDOW_MS - 2)) // count
-            yield ts, (packed[4 * a : 4 * b] if packed is not None else texts[a])
+            yield ts, (packed[width * a : width * b] if packed is not None else texts[a])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -414,7 +423,7 @@ class Job:
     """One ``dphhh run`` subprocess with its configuration and report watcher."""
 
     def __init__(self, bench: "Bench", name: str, topics: dict[str, str], *, bounded: bool,
-                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000) -> None:
+                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000, privacy: dict | None = None) -> None:
         self.bench, self.name, self.topics = bench, name, topics
         self.dir = bench.work / name
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -430,6 +439,8 @@ class Job:
             "output": {"ledger_dir": str(self.dir / "ledger"), "reports_file": str(self.dir / "reports.jsonl"),
                        "run_dir": str(self.dir / "run")},
         }
+        if privacy:
+            values["privacy"] = dict(privacy)
         self.config = self.dir / "job.toml"
         self.config.write_text(toml_text(values))
         load_config(self.config, overrides=bench.job_set, environ={})  # fail early on a bad --set
@@ -558,16 +569,17 @@ class Bench:
         self.notes: list[str] = []
 
     def bounded(self, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
-                consume: bool) -> tuple[JobResult, int, tuple[int, int, float] | None]:
+                consume: bool, units: np.ndarray | None = None, privacy: dict | None = None
+                ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
         """Publish, optionally time the consume-only loop, run the bounded job."""
         topics = self.kafka.topics(f"{self.prefix}-{name}")
         n_msgs, _, _ = self.kafka.produce(topics["input_topic"],
-                                          stream_messages(addresses, per_message, windows, BASE_MS, fmt), name)
+                                          stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name)
         ceiling = None
         if consume:
             log(f"  consume-only loop on {topics['input_topic']} ...")
             ceiling = self.kafka.consume_only(topics["input_topic"], self.args.consume_repeat)
-        job = Job(self, name, topics, bounded=True, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms)
+        job = Job(self, name, topics, bounded=True, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms, privacy=privacy)
         try:
             job.start()
             job.result.expected_reports = windows
@@ -601,13 +613,15 @@ class Bench:
         return result
 
     def throughput(self, label: str, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
-                   startup: JobResult | None, addresses_target: bool) -> None:
+                   startup: JobResult | None, addresses_target: bool, units: np.ndarray | None = None,
+                   privacy: dict | None = None) -> None:
         n_addr = len(addresses)
-        result, n_msgs, ceiling = self.bounded(name, addresses, per_message, windows, fmt, consume=True)
+        result, n_msgs, ceiling = self.bounded(name, addresses, per_message, windows, fmt, consume=True,
+                                               units=units, privacy=privacy)
         ceiling_rate = None
         if ceiling is not None:
             c_msgs, c_bytes, c_secs = ceiling
-            c_addr = c_bytes // 4 if fmt == "packed-ipv4" else c_msgs
+            c_addr = {"packed-ipv4": c_bytes // 4, "packed-ipv4-pairs": c_bytes // 8}.get(fmt, c_msgs)
             ceiling_rate = c_msgs / c_secs
             self.rows.append(Row(f"consume-only, {label}", c_msgs, c_addr, c_secs, None,
                                  f"(ingest ceiling, best of {self.args.consume_repeat})"))
@@ -783,10 +797,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-checkpoint-ms", type=int, default=1000,
                     help="checkpoint interval of the latency job (default 1000)")
     ap.add_argument("--checkpoint-ms", type=int, default=2000, help="checkpoint interval of the bounded jobs (default 2000)")
+    ap.add_argument("--user-units", type=int, default=100_000,
+                    help="user scenario: distinct unit (source) addresses, Zipf-distributed (default 10^5)")
+    ap.add_argument("--user-cap", type=int, default=16, help="user scenario: privacy.unit_cap (default 16)")
     ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")
     ap.add_argument("--only", default="packed,single,latency",
-                    help="comma-separated scenarios to run: packed, single, latency (default all)")
+                    help="comma-separated scenarios to run: packed, user, single, latency (default: all but user)")
     ap.add_argument("--set", dest="job_set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="passed to every job as `dphhh run --set` (e.g. privacy.partitions=2)")
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap (default the local broker)")
@@ -804,10 +821,10 @@ def main(argv: list[str] | None = None) -> int:
         args.consume_repeat = 1
         args.job_timeout = min(args.job_timeout, 300.0)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    if only - {"packed", "single", "latency"}:
-        ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - {'packed', 'single', 'latency'}))}")
+    if only - SCENARIOS:
+        ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - SCENARIOS))}")
     for name in ("addresses", "batch", "window_addresses", "single_messages", "single_windows", "latency_addresses",
-                 "latency_repeats", "consume_repeat"):
+                 "latency_repeats", "consume_repeat", "user_units", "user_cap"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     try:
@@ -827,7 +844,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, work)
     interrupted = failed = False
     try:
-        startup = bench.startup() if only & {"packed", "single"} else None
+        startup = bench.startup() if only & {"packed", "user", "single"} else None
         if "packed" in only:
             windows = max(1, round(args.addresses / args.window_addresses))
             log(f"packed: {args.addresses:,} addresses, {args.batch} per message, {windows} window(s) ...")
@@ -835,6 +852,18 @@ def main(argv: list[str] | None = None) -> int:
             bench.throughput(f"packed ({args.batch}/msg)", "packed", addresses, args.batch, windows, "packed-ipv4",
                              startup, True)
             del addresses
+        if "user" in only:
+            windows = max(1, round(args.addresses / args.window_addresses))
+            log(f"user: {args.addresses:,} (unit, address) pairs, {args.user_units:,} units, cap "
+                f"{args.user_cap} per unit and window, {windows} window(s) ...")
+            addresses = synthetic_addresses(args.addresses, seed=1)  # the packed scenario's addresses
+            pool = synthetic_addresses(args.user_units, seed=5)
+            units = pool[np.random.default_rng(6).zipf(1.3, args.addresses) % args.user_units]
+            bench.throughput(f"user level ({args.batch}/msg, cap {args.user_cap})", "user", addresses, args.batch,
+                             windows, "packed-ipv4-pairs", startup, True, units=units,
+                             privacy={"unit_key": "source-ipv4", "unit_cap": args.user_cap,
+                                      "budget_epsilon": 1e6, "budget_period": "deployment"})
+            del addresses, units
         if "single" in only:
             fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"
             log(f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ...")
