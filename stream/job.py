@@ -111,6 +111,8 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
     os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
+    # Kafka offsets (message counts) stay out of the log: see the file's header
+    os.environ["LOG4J_PROPERTIES"] = str(ROOT / "deploy" / "flink" / "log4j-job.properties")
     # Python operators run in worker processes started by the task managers, as on a cluster, not
     # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's
     # Python work then uses more than one core, a worker can fail (and be restarted) on its own, and
