@@ -28,6 +28,10 @@ case "${1:-}" in
     if up; then echo "flink-cluster: already running ($rest, $(taskmanagers) TaskManager(s))"; exit 0; fi
     rm -rf "$state/conf" && mkdir -p "$state/conf" "$state/log" "$state/pid" "$state/checkpoints"
     cp "$flink_home"/conf/log4j*.properties "$flink_home"/conf/logback*.xml "$state/conf/"
+    # no Kafka offsets (message counts) in the JobManager's and TaskManagers' logs
+    for f in "$state"/conf/log4j.properties "$state"/conf/log4j-console.properties; do
+      if [[ -f "$f" ]]; then { echo; cat "$here/flink/log4j-no-offsets.properties"; } >> "$f"; fi
+    done
     sed -e "s#@PYTHON@#$python#g" -e "s#@CHECKPOINTS@#file://$state/checkpoints#g" "$here/flink-cluster/config.yaml" > "$state/conf/config.yaml"
     bash "$flink_home/bin/jobmanager.sh" start >"$state/log/start.out" 2>&1
     for _ in $(seq 1 "$n"); do bash "$flink_home/bin/taskmanager.sh" start >>"$state/log/start.out" 2>&1; done

@@ -111,8 +111,11 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
     os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
-    # Kafka offsets (message counts) stay out of the log: see the file's header
-    os.environ["LOG4J_PROPERTIES"] = str(ROOT / "deploy" / "flink" / "log4j-job.properties")
+    # Kafka offsets (message counts) stay out of the log: see deploy/flink/log4j-no-offsets.properties
+    log4j = run_dir / "log4j.properties"
+    log4j.write_text((home / "conf" / "log4j-cli.properties").read_text() + "\n"
+                     + (ROOT / "deploy" / "flink" / "log4j-no-offsets.properties").read_text())
+    os.environ["LOG4J_PROPERTIES"] = str(log4j)
     # Python operators run in worker processes started by the task managers, as on a cluster, not
     # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's
     # Python work then uses more than one core, a worker can fail (and be restarted) on its own, and

@@ -31,7 +31,7 @@ from stream.broker import LocalBroker
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from tests.e2e.test_stream_e2e import (JOB, WINDOW, _base, _config, _dumped, _group_alive, _interrupt, _messages,
-                                       _offline_sketches, _publish, _reports, _wait_for)
+                                       _offline_sketches, _publish, _reports, _wait_for, logged_offsets)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,6 +118,7 @@ def _check_exactly_once(tmp_path: Path, cfg, messages, windows: int) -> None:
         if key[0] < base + windows * WINDOW:
             assert dumped[key] == sketch, key  # every element counted exactly once
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(reports)] == reports
+    assert not logged_offsets(tmp_path / "run" / "log")  # restored Kafka positions are message counts
 
 
 def _kill_broker() -> None:
@@ -182,6 +183,9 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
         producer.close()
         if job.poll() is None:
             _stop(job, tmp_path, "2" if victim == "job" else "1")
+    if victim == "worker":  # restored in place from a checkpoint: the log saw a restore (and no offset)
+        logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
+        assert "Restoring job" in logs
     if victim == "job":
         err = _stderr(tmp_path, "2")
         assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
