@@ -205,7 +205,7 @@ class JobConfig:
             "input": dict(v["input"]),
             "hierarchy": dict(v["hierarchy"]),
             "window": dict(v["window"]),
-            "privacy": dict(v["privacy"]),
+            "privacy": {k: x for k, x in v["privacy"].items() if k != "expected_window_size"},  # a hint only
             "parallelism": v["flink"]["parallelism"],
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
