@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4
+from connectors.kafka_io import PackedProducer, pack_ipv4
 from stream.broker import LocalBroker
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
