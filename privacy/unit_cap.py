@@ -20,10 +20,11 @@ from __future__ import annotations
 import hashlib
 import numbers
 import struct
-import zlib
 from typing import Iterable
 
 import numpy as np
+
+from sketches.framing import CRC, seal, unseal
 
 from .params import check_int
 
@@ -32,7 +33,6 @@ __all__ = ["UnitCap", "UnitCapFormatError", "unit_keys_of"]
 _MAGIC = b"DPUC"
 _VERSION = 1
 _HEADER = struct.Struct("<4sHHQQQ")  # magic, version, flags, cap, distinct units, dropped
-_CRC = struct.Struct("<I")
 
 _HASH_PERSON = b"dphhh.unit/v1"  # blake2b personalisation: a fixed, public domain separator
 
@@ -122,33 +122,19 @@ class UnitCap:
     # -- serialisation -------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Versioned, checksummed serialisation (header, units, kept counts, CRC-32)."""
-        body = (
-            _HEADER.pack(_MAGIC, _VERSION, 0, self.cap, self._units.shape[0], self._dropped)
-            + self._units.astype("<u8").tobytes()
-            + self._kept.astype("<i8").tobytes()
-        )
-        return body + _CRC.pack(zlib.crc32(body))
+        fields = (self.cap, self._units.shape[0], self._dropped)
+        body = self._units.astype("<u8").tobytes() + self._kept.astype("<i8").tobytes()
+        return seal(_HEADER, _MAGIC, _VERSION, fields, body)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "UnitCap":
         """Load :meth:`to_bytes` output; raises :class:`UnitCapFormatError` on any inconsistency."""
         where = "UnitCap"
         data = bytes(data)
-        if len(data) < _HEADER.size + _CRC.size:
-            raise UnitCapFormatError(f"{where}: Possible corruption: {len(data)} bytes is shorter than a header")
-        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
-        if crc != zlib.crc32(data[: len(data) - _CRC.size]):
-            raise UnitCapFormatError(f"{where}: Possible corruption: checksum mismatch")
-        magic, version, flags, cap, count, dropped = _HEADER.unpack_from(data)
-        if magic != _MAGIC:
-            raise UnitCapFormatError(f"{where}: Possible corruption: bad magic {magic!r} (expected {_MAGIC!r})")
-        if version != _VERSION:
-            raise UnitCapFormatError(f"{where}: unsupported serialisation version {version} (this build reads {_VERSION})")
-        if flags != 0:
-            raise UnitCapFormatError(f"{where}: Possible corruption: unknown flags {flags:#x}")
+        cap, count, dropped = unseal(data, _HEADER, _MAGIC, _VERSION, owner=where, error=UnitCapFormatError)
         if cap < 1 or cap >= 2**63:
             raise UnitCapFormatError(f"{where}: Possible corruption: cap={cap} out of range")
-        expected = _HEADER.size + 16 * count + _CRC.size
+        expected = _HEADER.size + 16 * count + CRC.size
         if len(data) != expected:
             raise UnitCapFormatError(
                 f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for {count} units"

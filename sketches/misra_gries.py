@@ -17,19 +17,18 @@ turn it into something that leaves the engine.
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Iterable
 
 import numpy as np
 
 from . import _mg_kernel as K
+from .framing import CRC, seal, unseal
 
 __all__ = ["MisraGries", "SketchFormatError"]
 
 _MAGIC = b"DPMG"
 _VERSION = 1
 _HEADER = struct.Struct("<4sHHIQQ")  # magic, version, flags, kappa, total, decrements
-_CRC = struct.Struct("<I")
 MAX_KAPPA = 1 << 26
 
 
@@ -146,33 +145,19 @@ class MisraGries:
     # -- serialisation -------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Versioned, checksummed serialisation (header, slot keys, counters, CRC-32)."""
-        body = (
-            _HEADER.pack(_MAGIC, _VERSION, 0, self.k, self.total, self.decrements)
-            + self._slot_keys.astype("<i8").tobytes()
-            + self._counts.astype("<i8").tobytes()
-        )
-        return body + _CRC.pack(zlib.crc32(body))
+        fields = (self.k, self.total, self.decrements)
+        body = self._slot_keys.astype("<i8").tobytes() + self._counts.astype("<i8").tobytes()
+        return seal(_HEADER, _MAGIC, _VERSION, fields, body)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "MisraGries":
         """Load :meth:`to_bytes` output; raises :class:`SketchFormatError` on any inconsistency."""
         where = "MisraGries.from_bytes"
         data = bytes(data)
-        if len(data) < _HEADER.size + _CRC.size:
-            raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes is shorter than a header")
-        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
-        if crc != zlib.crc32(data[: len(data) - _CRC.size]):
-            raise SketchFormatError(f"{where}: Possible corruption: checksum mismatch")
-        magic, version, flags, kappa, total, decrements = _HEADER.unpack_from(data)
-        if magic != _MAGIC:
-            raise SketchFormatError(f"{where}: Possible corruption: bad magic {magic!r} (expected {_MAGIC!r})")
-        if version != _VERSION:
-            raise SketchFormatError(f"{where}: unsupported serialisation version {version} (this build reads {_VERSION})")
-        if flags != 0:
-            raise SketchFormatError(f"{where}: Possible corruption: unknown flags {flags:#x}")
+        kappa, total, decrements = unseal(data, _HEADER, _MAGIC, _VERSION, owner=where, error=SketchFormatError)
         if not (1 <= kappa <= MAX_KAPPA):
             raise SketchFormatError(f"{where}: Possible corruption: κ={kappa} out of range")
-        expected = _HEADER.size + 16 * kappa + _CRC.size
+        expected = _HEADER.size + 16 * kappa + CRC.size
         if len(data) != expected:
             raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for κ={kappa}")
         off = _HEADER.size
