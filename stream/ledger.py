@@ -44,7 +44,7 @@ class ReleaseLedger:
         except OSError as exc:
             raise LedgerError(f"ReleaseLedger: cannot read {path}: {exc.strerror}") from None
         if held is None:
-            self._write_small(path, fingerprint)
+            self._write_durably(path, fingerprint.encode(), str(path))
         elif held != fingerprint:
             raise LedgerError(
                 f"ReleaseLedger: {self.directory} belongs to another deployment (configuration fingerprint {held}, "
@@ -52,16 +52,27 @@ class ReleaseLedger:
                 "use another output.ledger_dir (or restore the configuration that wrote it)"
             )
 
-    def _write_small(self, path: Path, text: str) -> None:
+    def _write_durably(self, path: Path, data: bytes, what: str) -> None:
+        """Write ``data`` to ``path`` atomically and durably (temporary file, fsync, rename, directory
+        fsync); on failure remove the temporary file and raise :class:`LedgerError` naming ``what``."""
         tmp = path.with_suffix(".tmp")
         try:
-            with open(tmp, "w") as fh:
-                fh.write(text)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
-            raise LedgerError(f"ReleaseLedger: cannot write {path}: {exc.strerror}") from None
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise LedgerError(f"ReleaseLedger: cannot write {what}: {exc.strerror}") from None
 
     def _path(self, window_start: int) -> Path:
         return self.directory / f"window-{int(window_start)}.json"
@@ -80,25 +91,7 @@ class ReleaseLedger:
         existing = self.get(window_start)
         if existing is not None:
             return existing
-        final = self._path(window_start)
-        tmp = final.with_suffix(".tmp")
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(report)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
-            raise LedgerError(f"ReleaseLedger: cannot write window {window_start}: {exc.strerror}") from None
+        self._write_durably(self._path(window_start), report, f"window {window_start}")
         return report
 
     def schedule_start(self, first_window: int) -> int:
@@ -114,7 +107,7 @@ class ReleaseLedger:
             pass
         except (OSError, ValueError) as exc:
             raise LedgerError(f"ReleaseLedger: cannot read the schedule start: {exc}") from None
-        self._write_small(path, str(int(first_window)))
+        self._write_durably(path, str(int(first_window)).encode(), str(path))
         return int(first_window)
 
     def windows(self) -> list[int]:
