@@ -83,15 +83,15 @@ from benchmarks.stream_throughput import (  # noqa: E402
     Job,
     Kafka,
     log,
+    start_bench_broker,
     tasks_running_at,
     toml_text,
 )
 from connectors.decode import MessageDecoder  # noqa: E402
-from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4, wait_for_broker  # noqa: E402
+from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4  # noqa: E402
 from connectors.synthetic import synthetic_addresses  # noqa: E402
 from sketches.misra_gries import MisraGries  # noqa: E402
 from stream.assembler import sketch_of_id  # noqa: E402
-from stream.broker import LocalBroker  # noqa: E402
 from stream.config import load_config  # noqa: E402
 
 MAX_MESSAGE_BYTES = 8192  # the job's input.max_message_bytes: good messages stay far below it
@@ -818,16 +818,11 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="dphhh-bench-soak-"))
     log(f"work folder: {work}")
-    broker = LocalBroker.for_bootstrap(args.bootstrap)
-    if broker is not None:
-        broker.start()
-        if broker.started:
-            log(f"started the local Kafka broker on {broker.bootstrap} (stopped again at the end)")
+    broker = start_bench_broker(args.bootstrap)
     try:
-        wait_for_broker({"bootstrap.servers": args.bootstrap})
         outcome = run_soak(args, work)
     finally:
-        if broker is not None and broker.started:
+        if broker is not None:
             broker.stop()
     for line in outcome.lines:
         print(line)

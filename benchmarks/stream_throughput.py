@@ -146,6 +146,23 @@ def job_environment() -> dict[str, str]:
     return env
 
 
+def start_bench_broker(bootstrap: str) -> LocalBroker | None:
+    """Start this checkout's broker if ``bootstrap`` is its loopback address and it is down, then wait
+    until the broker answers. Returns the broker started here (the caller stops it), else None."""
+    broker = LocalBroker.for_bootstrap(bootstrap)
+    if broker is not None:
+        broker.start()
+        if broker.started:
+            log(f"started the local Kafka broker on {broker.bootstrap} (stopped again at the end)")
+    try:
+        wait_for_broker({"bootstrap.servers": bootstrap})
+    except BaseException:
+        if broker is not None and broker.started:
+            broker.stop()
+        raise
+    return broker if broker is not None and broker.started else None
+
+
 def dotted(addresses: np.ndarray) -> list[bytes]:
     return [f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode() for a in addresses.tolist()]
 
@@ -835,12 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="dphhh-bench-stream-"))
     log(f"work folder: {work}")
-    broker = LocalBroker.for_bootstrap(args.bootstrap)
-    if broker is not None:
-        broker.start()
-        if broker.started:
-            log(f"started the local Kafka broker on {broker.bootstrap} (stopped again at the end)")
-    wait_for_broker({"bootstrap.servers": args.bootstrap})
+    broker = start_bench_broker(args.bootstrap)
     bench = Bench(args, work)
     interrupted = failed = False
     try:
@@ -883,7 +895,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.kafka.close()
         if not args.keep:
             bench.kafka.delete_created()
-        if broker is not None and broker.started:
+        if broker is not None:
             broker.stop()
     print_table(bench, args, load_start)
     if args.keep:
