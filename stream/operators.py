@@ -293,11 +293,11 @@ class DecodeOperator(ProcessFunction):
         self.watermark = -MAX_WATERMARK
         # event-time age: wall clock minus the watermark seen with the latest batch (a time, not a count)
         self.metrics.group.gauge("watermark_age_ms", self._watermark_age_ms)
-        self.partitions = range(self.cfg.params.partitions)
         self.user_level = self.cfg.unit.kind == "user"
         self.shards = self.cfg.values["flink"]["parallelism"]
-        if self.user_level:  # ticks go to the cap shards, which pass them on to the sketch partitions
-            self.partitions = range(self.shards)
+        # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
+        # pass the ticks on to the sketch partitions
+        self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
 
     def _watermark_age_ms(self) -> int:
         import time
@@ -314,8 +314,8 @@ class DecodeOperator(ProcessFunction):
             # A tick makes every sketch operator re-register the timers of its open windows: after a
             # restore, timers registered just before the checkpoint may be missing from it.
             self.ticked = mark
-            for p in self.partitions:
-                yield p, TICK, b"", b""
+            for key in self.tick_keys:
+                yield key, TICK, b"", b""
         try:
             outcome = decode_batch(value, self.decoder, self.windows, watermark)
         except BatchFormatError:  # jar and worker disagree: keep the bytes, never crash the job
