@@ -27,6 +27,7 @@ __all__ = [
     "pack_ipv4",
     "PackedProducer",
     "iter_committed_values",
+    "StableOffsetProbe",
     "wait_for_broker",
 ]
 
@@ -287,6 +288,43 @@ def _open_client(cls, options: Mapping[str, Any], **overrides: Any):
         last = f" (last failure: {failures.reasons[-1]})" if failures.reasons else ""
         raise KafkaConnectionError(f"cannot bootstrap from {where}{last}; is the broker up, and do "
                                    "kafka.bootstrap and kafka.security_protocol match its listener?") from None
+
+class StableOffsetProbe:
+    """Reads, for each partition of ``topic``, its last stable offset (as far as read-committed readers
+    can go) and its end offset. They differ while a transaction is open: its first record holds the
+    stable offset back until the transaction ends. Two kafka-python consumers, no group, no records read.
+    """
+
+    def __init__(self, options: Mapping[str, Any], topic: str, *, request_timeout_ms: int = 30_000) -> None:
+        from kafka import KafkaConsumer
+
+        self.topic = topic
+        opened = []
+        try:
+            for isolation in ("read_committed", "read_uncommitted"):
+                opened.append(_open_client(lambda **kw: KafkaConsumer(**kw), options, isolation_level=isolation,
+                                           enable_auto_commit=False, request_timeout_ms=request_timeout_ms))
+        except BaseException:
+            for consumer in opened:
+                consumer.close()
+            raise
+        self._committed, self._uncommitted = opened
+
+    def read(self) -> dict[int, tuple[int, int]]:
+        """partition → (last stable offset, end offset); empty if the topic does not exist (yet)."""
+        from kafka import TopicPartition
+
+        partitions = [TopicPartition(self.topic, p) for p in sorted(self._committed.partitions_for_topic(self.topic) or ())]
+        if not partitions:
+            return {}
+        stable = self._committed.end_offsets(partitions)
+        end = self._uncommitted.end_offsets(partitions)
+        return {tp.partition: (stable[tp], end[tp]) for tp in partitions}
+
+    def close(self) -> None:
+        self._committed.close()
+        self._uncommitted.close()
+
 
 def wait_for_broker(options: Mapping[str, Any], timeout_s: float = 60.0) -> None:
     """Block until the broker answers a metadata request; ``TimeoutError`` naming it otherwise."""

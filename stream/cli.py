@@ -292,17 +292,37 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _reports(args: argparse.Namespace) -> int:
-    from connectors.kafka_io import iter_committed_values
+    from connectors.kafka_io import StableOffsetProbe, iter_committed_values
 
+    from .reports_stall import ReportsStallWatch, stall_limit_s
+
+    options = kafka_options(args)
+    watch = None
+    if args.follow:  # a reader stuck behind an open transaction says so (the job's interval is unknown here)
+        watch = ReportsStallWatch(options, args.topic, stall_limit_s(0), who="dphhh reports")
+        watch.start()
     shown = 0
     try:
-        for _, value in iter_committed_values(kafka_options(args), args.topic, follow=args.follow):
+        for _, value in iter_committed_values(options, args.topic, follow=args.follow):
             report = json.loads(value)
             print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)
             shown += 1
     except KeyboardInterrupt:
         pass
+    finally:
+        if watch is not None:
+            watch.stop()
     print(f"dphhh reports: {shown} report(s) from {args.topic}", file=sys.stderr)
+    if not args.follow:
+        probe = StableOffsetProbe(options, args.topic)
+        try:
+            held = sorted(p for p, (stable, end) in probe.read().items() if stable < end)
+        finally:
+            probe.close()
+        for p in held:
+            print(f"dphhh reports: note: partition {p} of {args.topic} has an open transaction; records after it "
+                  "are not readable yet (it normally ends at the job's next checkpoint; if it stays, see "
+                  "`bash deploy/kafka-transactions.sh find-hanging`)", file=sys.stderr)
     return 0
 
 

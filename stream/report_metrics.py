@@ -20,7 +20,9 @@ Metric names (all prefixed ``dphhh_``):
   label set is replaced at every report, so old prefixes disappear);
 * ``reports_refused_total``: reports whose release the budget guard refused;
 * ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
-  ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff).
+  ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff);
+* ``reports_topic_stalled``: 1 while readers of the reports topic have been held back by one open
+  Kafka transaction for too long (:mod:`stream.reports_stall`), else 0.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ METRIC_NAMES = (
     "dphhh_reports_refused_total",
     "dphhh_kafka_broker_up",
     "dphhh_kafka_connect_retries_total",
+    "dphhh_reports_topic_stalled",
 )
 
 
@@ -75,6 +78,9 @@ class ReportMetrics:
         self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
         self.broker_up = Gauge("dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it",
                                registry=r)
+        self.reports_topic_stalled = Gauge("dphhh_reports_topic_stalled",
+                                           "1 while an open Kafka transaction has held readers of the reports "
+                                           "topic back for too long", registry=r)
         self.connect_retries = Counter("dphhh_kafka_connect_retries",
                                        "Failed attempts to reach the Kafka broker at start", registry=r)
 

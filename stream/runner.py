@@ -26,6 +26,7 @@ from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
 from .errors import JobFailed
 from .operators import FATAL_FILE
+from .reports_stall import ReportsStallWatch, stall_limit_s
 
 if TYPE_CHECKING:
     from .report_metrics import ReportMetrics
@@ -269,6 +270,8 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         with signals_deferred():
             if printer is not None:
                 printer.stop()
+            if stall_watch is not None:
+                stall_watch.stop()
             if broker is not None:
                 broker.stop()
 
@@ -338,7 +341,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
         metrics.serve(cfg["output.metrics_port"])
     broker = prepare_kafka(cfg, metrics)
     stop = threading.Event()
-    producer = printer = None
+    producer = printer = stall_watch = None
     try:
         if replay:
             producer = threading.Thread(target=replay_forever, args=(cfg, stop, rate, 1000), daemon=True)
@@ -357,6 +360,9 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
              + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else ""))
         printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
+        stall_watch = ReportsStallWatch(cfg.kafka_client_options(), cfg["kafka.reports_topic"],
+                                        stall_limit_s(cfg["flink.checkpoint_interval_ms"]), metrics=metrics)
+        stall_watch.start()
         fatal = run_dir / FATAL_FILE
 
         def stop_on_fatal() -> None:
