@@ -289,6 +289,7 @@ def _open_client(cls, options: Mapping[str, Any], **overrides: Any):
         raise KafkaConnectionError(f"cannot bootstrap from {where}{last}; is the broker up, and do "
                                    "kafka.bootstrap and kafka.security_protocol match its listener?") from None
 
+
 class StableOffsetProbe:
     """Reads, for each partition of ``topic``, its last stable offset (as far as read-committed readers
     can go) and its end offset. They differ while a transaction is open: its first record holds the
