@@ -270,8 +270,6 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         with signals_deferred():
             if printer is not None:
                 printer.stop()
-            if stall_watch is not None:
-                stall_watch.stop()
             if broker is not None:
                 broker.stop()
 
@@ -386,5 +384,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
                 producer.join(timeout=10)
             if printer is not None:
                 printer.stop()
+            if stall_watch is not None:
+                stall_watch.stop()
             if broker is not None:
                 broker.stop()
