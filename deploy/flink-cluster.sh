@@ -30,7 +30,7 @@ case "${1:-}" in
     cp "$flink_home"/conf/log4j*.properties "$flink_home"/conf/logback*.xml "$state/conf/"
     # no Kafka offsets (message counts) in the JobManager's and TaskManagers' logs
     for f in "$state"/conf/log4j.properties "$state"/conf/log4j-console.properties; do
-      if [[ -f "$f" ]]; then { echo; cat "$here/flink/log4j-no-offsets.properties"; } >> "$f"; fi
+      if [[ -f "$f" ]]; then { echo; cat "$here/flink/log4j-no-raw-counts.properties"; } >> "$f"; fi
     done
     sed -e "s#@PYTHON@#$python#g" -e "s#@CHECKPOINTS@#file://$state/checkpoints#g" "$here/flink-cluster/config.yaml" > "$state/conf/config.yaml"
     bash "$flink_home/bin/jobmanager.sh" start >"$state/log/start.out" 2>&1

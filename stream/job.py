@@ -28,10 +28,12 @@ __all__ = ["ROOT", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "j
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
 #: Flink metric filter (scope:names) of metrics that count records, bytes or offsets (including the
-#: Kafka clients' record-send / records-lag counters, and the bytes aligned at checkpoints). dphhh's
+#: Kafka clients' record-send / records-lag counters, the bytes aligned at checkpoints and the
+#: checkpointed state size, which counts buffered addresses and, at user level, units). dphhh's
 #: own metric names avoid these words (``dead_letters_<reason>``, ``watermark_age_ms``, …) so that
 #: they pass.
-RAW_METRIC_FILTER = "*:*Records*,*records*,*Record*,*record*,*Bytes*,*bytes*,*ffset*,*Lag*,*lag*,*ProcessedData*,*PersistedData*"
+RAW_METRIC_FILTER = ("*:*Records*,*records*,*Record*,*record*,*Bytes*,*bytes*,*ffset*,*Lag*,*lag*,*ProcessedData*,"
+                     "*PersistedData*,*CheckpointSize*,*CheckpointFullSize*")
 
 
 def ensure_jars() -> list[Path]:
@@ -111,10 +113,10 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
     os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
-    # Kafka offsets (message counts) stay out of the log: see deploy/flink/log4j-no-offsets.properties
+    # Kafka offsets and state sizes stay out of the log: see deploy/flink/log4j-no-raw-counts.properties
     log4j = run_dir / "log4j.properties"
     log4j.write_text((home / "conf" / "log4j-cli.properties").read_text() + "\n"
-                     + (ROOT / "deploy" / "flink" / "log4j-no-offsets.properties").read_text())
+                     + (ROOT / "deploy" / "flink" / "log4j-no-raw-counts.properties").read_text())
     os.environ["LOG4J_PROPERTIES"] = str(log4j)
     # Python operators run in worker processes started by the task managers, as on a cluster, not
     # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's

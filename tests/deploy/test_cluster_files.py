@@ -25,7 +25,7 @@ def _flink_version() -> str:
 
 def test_flink_deployment_runs_the_entry_module_with_the_pinned_flink(tmp_path: Path) -> None:
     """The FlinkDeployment runs stream.flink_entry through PyFlink's driver jar of the pinned version,
-    with the job's metrics filter, its parallelism and the mounted configuration."""
+    with the job's metrics filter and log filters, its parallelism and the mounted configuration."""
     docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "flink-deployment.yaml").read_text()))
     assert len(docs) == 1
     dep = docs[0]
@@ -44,6 +44,11 @@ def test_flink_deployment_runs_the_entry_module_with_the_pinned_flink(tmp_path: 
     assert str(config_path.parent) == mounts["dphhh-config"]
     assert spec["flinkConfiguration"]["metrics.reporter.prom.filter.excludes"] == RAW_METRIC_FILTER
     assert spec["flinkConfiguration"]["python.executable"].startswith("/opt/dphhh/.venv/")
+    logging = spec["logConfiguration"]["log4j-console.properties"].splitlines()
+    ours = (DEPLOY / "flink" / "log4j-no-raw-counts.properties").read_text().splitlines()
+    missing = [ln for ln in ours if ln.strip() and not ln.startswith("#") and ln not in logging]
+    assert not missing, missing  # offsets and state sizes stay out of the pods' logs too
+    assert "rootLogger.appenderRef.console.ref = ConsoleAppender" in logging
 
     config_map = yaml.safe_load((DEPLOY / "k8s" / "dphhh-config.yaml").read_text())
     volumes = {v["name"]: v for v in spec["podTemplate"]["spec"]["volumes"]}

@@ -36,7 +36,8 @@ from stream.broker import LocalBroker
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from tests.e2e.test_stream_e2e import (JOB, WINDOW, _base, _config, _dumped, _group_alive, _interrupt, _messages,
-                                       _offline_sketches, _publish, _reports, _wait_for, logged_offsets)
+                                       _offline_sketches, _publish, _reports, _wait_for, logged_offsets,
+                                       logged_state_sizes)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,6 +159,7 @@ def _check_exactly_once(tmp_path: Path, cfg, messages, windows: int) -> None:
             assert dumped[key] == sketch, key  # every element counted exactly once
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(reports)] == reports
     assert not logged_offsets(tmp_path / "run" / "log")  # restored Kafka positions are message counts
+    assert not logged_state_sizes(tmp_path / "run" / "log")  # nor checkpointed or restored state sizes
 
 
 def _kill_broker() -> None:

@@ -273,14 +273,23 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
         assert dumped[key] == sketch, key  # every element of windows 0..5 counted exactly once
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(reports)] == reports
     assert not logged_offsets(tmp_path / "run" / "log")
+    assert not logged_state_sizes(tmp_path / "run" / "log")
 
 
 def logged_offsets(log_dir: Path) -> list[str]:
     """Kafka offsets (message counts) in the job's logs. After a restore, Flink's Kafka source and client
     log the restored position at INFO ("StartingOffset: N", "offset=N"); the job's log configuration
-    (deploy/flink/log4j-no-offsets.properties) keeps those lines out."""
+    (deploy/flink/log4j-no-raw-counts.properties) keeps those lines out."""
     logs = "".join(p.read_text(errors="replace") for p in log_dir.glob("*") if p.is_file())
     return re.findall(r"(?:StartingOffset: |offset=|[Oo]ffsets? )[1-9]\d*", logs)
+
+
+def logged_state_sizes(log_dir: Path) -> list[str]:
+    """Checkpointed state sizes in the job's logs: buffered addresses and, at user level, privacy units
+    make them coarse counts. Flink logs them at INFO ("Completed checkpoint N for job ... (N bytes",
+    "restoring from state handle ... [N bytes]"); deploy/flink/log4j-no-raw-counts.properties drops them."""
+    logs = "".join(p.read_text(errors="replace") for p in log_dir.glob("*") if p.is_file())
+    return re.findall(r"Completed checkpoint \d+ for job \w+ \(\d+ bytes|restor\w* from state handle.*\d+ bytes", logs)
 
 
 def test_path_hierarchy_stream(broker, tmp_path: Path) -> None:
@@ -412,6 +421,7 @@ def test_metrics_leak_no_raw_count_and_a_real_prometheus_scrapes_them(broker, tm
         report_lines = [ln for ln in scraped[report_port].splitlines() if not ln.startswith("dphhh_report_hhh_count{")]
         everything = scraped[job_port] + "\n".join(report_lines)
         assert CANARY_TEXT not in everything and str(CANARY) not in everything
+        assert "CheckpointSize" not in everything and "CheckpointFullSize" not in everything  # state sizes
         for n in (s for s in EXACT_SIZES if s):
             assert not re.search(rf"(?<![\d.]){n}(?![\d.])", everything), n
 
