@@ -25,16 +25,8 @@ valid_name() {
     || kafka_die "invalid topic name '$1' (letters, digits, '.', '_', '-'; at most 249)"
 }
 
-kafka_require_java
-compgen -G "$kafka_jars/kafka-tools-[0-9]*.jar" >/dev/null \
-  || kafka_die "Kafka jars missing in $kafka_jars; run deploy/fetch-jars.sh (or deploy/kafka-start.sh)"
-kafka_port_open "$kafka_port" \
-  || kafka_die "no broker listening on $kafka_bootstrap; start it with deploy/kafka-start.sh"
-
-# a SASL_SSL test broker (DPHHH_KAFKA_SECURITY=sasl_ssl) is reached with its generated client settings
-extra=()
-[[ "$kafka_security" == sasl_ssl ]] && extra=(--command-config "$kafka_secrets/client.properties")
-topics() { kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$kafka_bootstrap" "${extra[@]}" "$@"; }
+kafka_require_admin
+topics() { kafka_admin_tool org.apache.kafka.tools.TopicCommand "$@"; }
 
 case "$cmd" in
   create)

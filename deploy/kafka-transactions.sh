@@ -52,16 +52,9 @@ case "$cmd" in  # arguments first: a usage error needs no broker
   *) usage ;;
 esac
 
-kafka_port_open "$kafka_port" \
-  || kafka_die "no broker listening on $kafka_bootstrap; start it with deploy/kafka-start.sh"
-kafka_require_java
-compgen -G "$kafka_jars/kafka-tools-[0-9]*.jar" >/dev/null \
-  || kafka_die "Kafka jars missing in $kafka_jars; run deploy/fetch-jars.sh (or deploy/kafka-start.sh)"
-
-extra=()
-[[ "$kafka_security" == sasl_ssl ]] && extra=(--command-config "$kafka_secrets/client.properties")
+kafka_require_admin
 if [[ "$cmd" == find-hanging ]]; then
   node_id="$(sed -n 's/^node\.id=\([0-9][0-9]*\)$/\1/p' "$kafka_config" | head -n1)"
   args+=(--broker-id "${node_id:-1}")
 fi
-kafka_tool org.apache.kafka.tools.TransactionsCommand --bootstrap-server "$kafka_bootstrap" "${extra[@]}" "${args[@]}"
+kafka_admin_tool org.apache.kafka.tools.TransactionsCommand "${args[@]}"

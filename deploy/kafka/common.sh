@@ -1,4 +1,5 @@
-# Shared by deploy/kafka-start.sh, kafka-stop.sh and kafka-topics.sh (sourced, not run).
+# Shared by deploy/kafka-start.sh, kafka-stop.sh, kafka-topics.sh and kafka-transactions.sh
+# (sourced, not run).
 # Defines the paths and ports of the development broker and a few helpers.
 
 deploy_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,6 +70,26 @@ kafka_tool() {
   java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
        -Dlog4j2.configurationFile="$kafka_conf_dir/tools-log4j2.properties" \
        -cp "$kafka_jars/*" "$class" "$@"
+}
+
+# The admin scripts (kafka-topics.sh, kafka-transactions.sh) need a broker on the client port, Java
+# and the fetched tools jar; dies naming the first that is missing (the broker first: starting it
+# with kafka-start.sh also fetches the jars).
+kafka_require_admin() {
+  kafka_port_open "$kafka_port" \
+    || kafka_die "no broker listening on $kafka_bootstrap; start it with deploy/kafka-start.sh"
+  kafka_require_java
+  compgen -G "$kafka_jars/kafka-tools-[0-9]*.jar" >/dev/null \
+    || kafka_die "Kafka jars missing in $kafka_jars; run deploy/fetch-jars.sh (or deploy/kafka-start.sh)"
+}
+
+# Runs a Kafka admin tool class against the broker; a SASL_SSL test broker (DPHHH_KAFKA_SECURITY=
+# sasl_ssl) is reached with its generated client settings.
+kafka_admin_tool() {
+  local class="$1"; shift
+  local extra=()
+  [[ "$kafka_security" == sasl_ssl ]] && extra=(--command-config "$kafka_secrets/client.properties")
+  kafka_tool "$class" --bootstrap-server "$kafka_bootstrap" "${extra[@]}" "$@"
 }
 
 kafka_seconds() {  # NAME DEFAULT: prints the whole seconds in $NAME (or DEFAULT), dies otherwise
