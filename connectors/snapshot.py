@@ -12,18 +12,27 @@ Formats (``input_format``):
 Kinds of value (``kind``):
 
 * ``ipv4``: dotted quads → uint32 array;
-* ``int``: integers (e.g. ports, sizes) → int64 array, or an (n, d) int64 array with d columns;
+* ``int``: integer literals (ASCII digits, optional sign; e.g. ports, sizes) → int64 array, or an
+  (n, d) int64 array with d columns. An integer too large for 64 bits is a valid value, kept as
+  ±:data:`INT_SATURATED` (which lies outside every domain a snapshot command accepts), so that
+  the command's out-of-domain rule applies to it like to any other value outside the domain;
 * ``path``: ``/``-paths of exactly ``path_depth`` components → list of normalised strings.
 
-Bad rows are skipped and counted by reason in a :class:`~connectors.skips.SkipCounter` (never
-their content): ``bad_ipv4``, ``bad_int``, ``missing_column``, ``bad_json``, ``bad_csv_row``,
-``bad_path_*``, plus those of the capture and text readers. ``progress`` (if given) is called now
-and then with the fraction of the file read so far (by bytes: never a record count).
+Skipped rows are counted by reason in a :class:`~connectors.skips.SkipCounter` (never their
+content), classified as in :mod:`connectors.skips`: *unparsable* rows (``bad_ipv4``, ``bad_int``,
+``missing_column``, ``bad_json``, ``bad_csv_row``, ``bad_path_empty_component``, those of the
+text and capture readers) and *excluded* valid records of another kind (``wrong_family``: an IPv6
+address where IPv4 is read, ``bad_path_depth`` / ``bad_path_too_deep``, ``not_ipv4`` packets),
+whose count is never shown. Values outside a module's public domain are not this reader's
+business: the snapshot command clamps or drops them without counting them. ``progress`` (if
+given) is called now and then with the fraction of the file read so far (by bytes: never a record
+count).
 """
 
 from __future__ import annotations
 
 import csv
+import ipaddress
 import json
 import os
 import re
@@ -36,16 +45,23 @@ from . import text
 from .files import detect_format, open_input
 from .skips import SkipCounter
 
-__all__ = ["SNAPSHOT_FORMATS", "KINDS", "SnapshotValues", "read_snapshot", "snapshot_format"]
+__all__ = ["SNAPSHOT_FORMATS", "KINDS", "INT_SATURATED", "SnapshotValues", "read_snapshot", "snapshot_format",
+           "parse_ipv4_records", "parse_ipv6_records"]
 
 SNAPSHOT_FORMATS = ("auto", "text", "pcap", "pcapng", "csv", "jsonl")
 KINDS = ("ipv4", "int", "path")
-_INT = re.compile(r"^[+-]?\d{1,18}$")
+#: The value of an integer literal too large for 64 bits (with its sign).
+INT_SATURATED = (1 << 63) - 1
+_INT = re.compile(r"^[+-]?[0-9]+$")
+_INT_DIGITS = 18  # up to this many digits an integer literal fits in int64 as it is
 _CHUNK = 65536
 
 
 class SnapshotValues:
-    """What a snapshot read produced: ``values`` (array or list), ``rows`` read, and ``skips``."""
+    """What a snapshot read produced: ``values`` (array or list), ``rows`` read, and ``skips``.
+
+    ``rows``, :attr:`n` and ``skips.as_dict()`` are exact counts of the private input: for
+    internal use only, never to be printed (show ``skips.operational_line(...)`` instead)."""
 
     def __init__(self, values: Any, rows: int, skips: SkipCounter, fmt: str) -> None:
         self.values = values
@@ -146,11 +162,63 @@ def _rows_text(path: Path, skips: SkipCounter, position: _Position) -> Iterator[
         yield [[line] for line in lines]
 
 
-def _parse_ints(cells: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
+def _parse_ints(cells: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 values, valid mask): integer literals, saturated at ±INT_SATURATED beyond 64 bits."""
     ok = np.fromiter((bool(_INT.match(c)) for c in cells), dtype=bool, count=len(cells))
-    values = np.fromiter((int(c) if good else 0 for c, good in zip(cells, ok.tolist())), dtype=np.int64,
+    values = np.fromiter((_int_value(c) if good else 0 for c, good in zip(cells, ok.tolist())), dtype=np.int64,
                          count=len(cells))
     return values, ok
+
+
+def _int_value(cell: str) -> int:
+    """The value of an integer literal (already matched by ``_INT``), saturated beyond 64 bits.
+
+    Works on the digits, so a literal of any length is handled in time linear in its length."""
+    negative = cell[0] == "-"
+    digits = cell.lstrip("+-").lstrip("0")
+    if len(digits) > _INT_DIGITS:
+        return -INT_SATURATED if negative else INT_SATURATED
+    value = int(digits) if digits else 0
+    return -value if negative else value
+
+
+def _is_ipv6(line: str) -> bool:
+    """True iff ``line`` (stripped, zone id ignored) is a valid IPv6 address."""
+    s = line.strip().split("%", 1)[0]
+    if ":" not in s or not s.isascii():
+        return False
+    try:
+        ipaddress.IPv6Address(s)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_ipv4_records(lines: list[str], skips: SkipCounter) -> np.ndarray:
+    """Dotted quads → uint32 array (input order), with the grammar of :func:`connectors.text.parse_ipv4`.
+
+    A rejected line that is a valid IPv6 address is counted as ``wrong_family`` (a valid record of
+    another family: excluded, never shown); any other rejected line as ``bad_ipv4`` (unparsable).
+    """
+    values, valid = text.parse_ipv4_each(lines)
+    rejected = np.flatnonzero(~valid).tolist()
+    if rejected:
+        family = sum(1 for i in rejected if _is_ipv6(lines[i]))
+        skips.add("wrong_family", family)
+        skips.add("bad_ipv4", len(rejected) - family)
+    return values[valid]
+
+
+def parse_ipv6_records(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
+    """IPv6 addresses → (hi, lo) uint64 arrays (input order), as :func:`connectors.text.parse_ipv6`.
+
+    A line that is a valid dotted quad is counted as ``wrong_family`` (excluded, never shown); any
+    other rejected line as ``bad_ipv6`` (unparsable).
+    """
+    _, is_ipv4 = text.parse_ipv4_each(lines)
+    skips.add("wrong_family", int(np.count_nonzero(is_ipv4)))
+    rest = [line for line, v4 in zip(lines, is_ipv4.tolist()) if not v4]
+    return text.parse_ipv6(rest, skips)
 
 
 def read_snapshot(
@@ -166,7 +234,7 @@ def read_snapshot(
 
     ``columns`` is required for csv and jsonl (one name, or several for ``kind="int"``), and not
     allowed for the other formats. Raises ``ValueError("input: …")`` for an unusable file or
-    option; bad rows are only counted.
+    option; skipped rows are only counted (see the module docstring for which counts may be shown).
     """
     if kind not in KINDS:
         raise ValueError(f"input: kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -204,7 +272,7 @@ def read_snapshot(
         present = [c for c in chunk if c is not None]
         skips.add("missing_column", len(chunk) - len(present))
         if kind == "ipv4":
-            parts.append(text.parse_ipv4([c[0] for c in present], skips))
+            parts.append(parse_ipv4_records([c[0] for c in present], skips))
         elif kind == "path":
             paths = text.parse_paths([c[0] for c in present], skips, max_depth=path_depth)
             exact = [x for x in paths if x.count("/") + 1 == path_depth]
@@ -212,7 +280,7 @@ def read_snapshot(
             parts.append(exact)
         else:
             flat = [cell for c in present for cell in c]
-            values, ok = _parse_ints(flat, skips)
+            values, ok = _parse_ints(flat)
             width = len(columns) if columns else 1
             ok_rows = ok.reshape(-1, width).all(axis=1)
             skips.add("bad_int", int(np.count_nonzero(~ok_rows)))

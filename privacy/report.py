@@ -1,4 +1,11 @@
-"""The one builder of the ``dphhh.report/1`` schema (batch command, stream and snapshots)."""
+"""The one builder of the ``dphhh.report/1`` schema (batch command, stream and snapshots).
+
+``diagnostics`` is the report's place for public, non-numeric notes about how it was made. It
+never carries a count of records — skipped, out of domain, late, users (spec §0.1 f): such a
+count is an exact statistic of the private input. :func:`build_report` therefore refuses any
+number in it (and the old ``skipped`` key); counts of unparsable records are operational and go
+to stderr, never into a report.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,36 @@ from typing import Any, Iterable, Mapping
 from .hhh import HHHItem
 from .params import HHHParams
 
-__all__ = ["SCHEMA", "build_report", "build_refused_report"]
+__all__ = ["SCHEMA", "build_report", "build_refused_report", "public_diagnostics"]
 
 SCHEMA = "dphhh.report/1"
+
+
+def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``diagnostics`` after checking that it holds no count of records.
+
+    Strings, booleans, ``None`` and lists / mappings of them are allowed; a number anywhere, or a
+    ``skipped`` key, raises ``ValueError("build_report: diagnostics ...")``.
+    """
+    def check(value: Any, where: str) -> Any:
+        if value is None or isinstance(value, (str, bool)):
+            return value
+        if isinstance(value, Mapping):
+            out = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise ValueError(f"build_report: diagnostics keys must be strings, got {key!r} at {where}")
+                if key == "skipped":
+                    raise ValueError(f"build_report: diagnostics must not carry skip counts ({where}.skipped): "
+                                     "counts of records are not published (spec §0.1 f)")
+                out[key] = check(item, f"{where}.{key}")
+            return out
+        if isinstance(value, (list, tuple)):
+            return [check(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        raise ValueError(f"build_report: diagnostics must hold no numbers (a count of records is not "
+                         f"published, spec §0.1 f): {where} has type {type(value).__name__}")
+
+    return check(dict(diagnostics or {}), "diagnostics")
 
 
 def _coverage_text(p: HHHParams, alpha1: float) -> str:
@@ -37,8 +71,10 @@ def build_report(
     diagnostics: Mapping[str, Any] | None = None,
     secure_randomness: bool = True,
 ) -> dict[str, Any]:
-    """Assemble a report. Every value in it is noisy or public (parameters, skip counts)."""
+    """Assemble a report. Every value in it is noisy or public (parameters, guarantees); the
+    ``diagnostics`` are checked by :func:`public_diagnostics` (no count of records)."""
     p = params
+    notes = public_diagnostics(diagnostics)
     return {
         "schema": SCHEMA,
         "window": {**(window or {}), "n_noisy": int(n_noisy)},
@@ -71,7 +107,7 @@ def build_report(
         },
         "budget": dict(ledger),
         "hhh": [item.as_dict() for item in items],
-        "diagnostics": dict(diagnostics or {}),
+        "diagnostics": notes,
     }
 
 

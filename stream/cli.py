@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from kafka.errors import KafkaError
 
 from connectors.files import INPUT_FORMATS
+from connectors.skips import SkipCounter
 from privacy.checks import guarantee_warnings
 from privacy.params import MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
@@ -105,10 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dphhh``."""
     parser = argparse.ArgumentParser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("hhh", help="one private HHH report over a whole file")
+    p = sub.add_parser(
+        "hhh", help="one private HHH report over a whole file",
+        description="One private HHH report over a whole file (one window = the input). The report holds no "
+                    "count of records. Unparsable records (not UTF-8, not an address or path, truncated packets) "
+                    "are counted on one stderr line labelled 'operational, not private'; valid records of "
+                    "another kind (an IPv6 address or packet in an IPv4 run, a dotted quad in an IPv6 run, a "
+                    "path of another depth) are left out and counted nowhere. Exit status 1 when the file holds "
+                    "no element of the hierarchy, 2 for a usage error.")
     _input_options(p)
     _privacy_options(p)
-    p = sub.add_parser("exact", help="exact NON-PRIVATE HHH of a file (evaluation only)")
+    p = sub.add_parser(
+        "exact", help="exact NON-PRIVATE HHH of a file (evaluation only)",
+        description="The exact, NON-PRIVATE HHH of a file, for evaluation on your own data: the output holds "
+                    "the exact n, counts and skip counts by reason. Do not publish it.")
     _input_options(p)
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
     p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
@@ -179,9 +190,8 @@ def format_report(report: dict[str, Any]) -> str:
         )
     if not report["hhh"]:
         lines.append("  (no prefix reported)")
-    skipped = report.get("diagnostics", {}).get("skipped") or {}
-    if skipped:
-        lines += ["", "  skipped records: " + ", ".join(f"{k}={v}" for k, v in skipped.items())]
+    # No "skipped records" line: a report carries no count of records (spec §0.1 f); the batch
+    # command prints the count of unparsable records on stderr as an operational line instead.
     return "\n".join(lines)
 
 
@@ -198,11 +208,28 @@ def _params(args: argparse.Namespace) -> HHHParams:
     )
 
 
+def _print_operational(command: str, skips: SkipCounter) -> None:
+    """The count of unparsable records on stderr, labelled operational (never in the report)."""
+    line = skips.operational_line(f"dphhh {command}")
+    if line:
+        print(line, file=sys.stderr)
+
+
 def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
+    """``dphhh hhh`` (and ``demo --batch``): one private report of the whole file.
+
+    The report holds no count of records; unparsable records are counted on one operational
+    stderr line; valid records of another kind (IPv6 in an IPv4 run, paths of another depth) are
+    left out without a count. A file without a single element exits 1 (``NoReadableInput``)."""
     hierarchy = parse_hierarchy(args.hierarchy)
     params = _params(args)
     started = time.monotonic()
-    report = batch_report(input_path, input_format=args.input_format, hierarchy=hierarchy, params=params, seed=args.seed)
+    skips = SkipCounter()
+    try:
+        report = batch_report(input_path, input_format=args.input_format, hierarchy=hierarchy, params=params,
+                              seed=args.seed, skips=skips)
+    finally:  # also before a "no readable record" error, which points at this line
+        _print_operational(args.command, skips)
     n_noisy = report["window"]["n_noisy"]  # noisy: using it for the warning is post-processing
     for warning in guarantee_warnings(params, h=hierarchy.h, expected_n=max(int(n_noisy), 1)):
         print(f"dphhh {args.command}: warning: {warning}", file=sys.stderr)
@@ -378,8 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "reports":
             return _reports(args)
         if args.command == "exact":
-            report = exact_report(args.input, input_format=args.input_format,
-                                  hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau)
+            skips = SkipCounter()
+            try:
+                report = exact_report(args.input, input_format=args.input_format,
+                                      hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau, skips=skips)
+            finally:
+                _print_operational(args.command, skips)
             print(json.dumps(report, indent=2))
             print("dphhh exact: NON-PRIVATE output: do not publish", file=sys.stderr)
             return 0

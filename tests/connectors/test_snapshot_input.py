@@ -82,3 +82,37 @@ def test_progress_reports_fractions_of_the_file(tmp_path: Path) -> None:
     got = read_snapshot(f, kind="int", columns=["v"], progress=seen.append)
     assert got.n == 200_000 and len(seen) >= 3
     assert seen == sorted(seen) and seen[-1] == 1.0 and 0 < seen[0] < 1
+
+
+def test_an_ipv6_address_where_ipv4_is_read_is_a_valid_record_of_another_family(tmp_path: Path) -> None:
+    """IPv6 addresses (zone ids included) among dotted quads are ``wrong_family`` (excluded: never shown),
+    garbage is ``bad_ipv4`` (unparsable: on the operational line only)."""
+    f = tmp_path / "a.txt"
+    f.write_text("10.0.0.1\n2001:db8::1\nfe80::1%eth0\n::ffff:1.2.3.4\nnot:an:address\n01.2.3.4\n")
+    got = read_snapshot(f, kind="ipv4")
+    assert got.values.tolist() == [0x0A000001]
+    assert got.skips.as_dict() == {"bad_ipv4": 2, "wrong_family": 3}
+    assert got.skips.operational_line("x") == "x: operational, not private: 2 unparsable records skipped (bad_ipv4=2)"
+
+
+def test_parse_ipv6_records_counts_dotted_quads_as_another_family() -> None:
+    """In an IPv6 run a dotted quad is ``wrong_family``; a bad line is ``bad_ipv6``."""
+    from connectors.skips import SkipCounter
+    from connectors.snapshot import parse_ipv6_records
+
+    skips = SkipCounter()
+    hi, lo = parse_ipv6_records(["2001:db8::1", "10.0.0.1", "zz::zz::1", "::1"], skips)
+    assert hi.tolist() == [0x20010DB800000000, 0] and lo.tolist() == [1, 1]
+    assert skips.as_dict() == {"bad_ipv6": 1, "wrong_family": 1}
+
+
+def test_integers_too_large_for_64_bits_saturate_instead_of_being_bad_rows(tmp_path: Path) -> None:
+    """A huge integer literal is a valid value (kept at ±(2^63 - 1), outside every domain), not a bad
+    row; leading zeros and signs are read; other literals are ``bad_int``."""
+    from connectors.snapshot import INT_SATURATED
+
+    f = tmp_path / "v.csv"
+    f.write_text("v\n" + "9" * 5000 + "\n-" + "1" * 30 + "\n+0000000000000000000000042\n-7\n١٢\n4.5\n")
+    got = read_snapshot(f, kind="int", columns=["v"])
+    assert got.values.tolist() == [INT_SATURATED, -INT_SATURATED, 42, -7]
+    assert got.skips.as_dict() == {"bad_int": 2}

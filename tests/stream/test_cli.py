@@ -29,14 +29,19 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def _hhh(capsys, path: Path, *extra: str) -> dict:
+    return _hhh_err(capsys, path, *extra)[0]
+
+
+def _hhh_err(capsys, path: Path, *extra: str) -> tuple[dict, str]:
     code, out, err = _run(capsys, "hhh", "--input", str(path), *extra)
     assert code == 0, err
-    return json.loads(out)
+    return json.loads(out), err
 
 
 def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
     """The batch report has the dphhh.report/1 envelope with params, guarantees, budget and hhh."""
-    report = _hhh(capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000", "--seed", "1")
+    report, err = _hhh_err(capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
+                           "--seed", "1")
     assert report["schema"] == "dphhh.report/1"
     assert set(report["params"]) == {"epsilon", "delta", "beta", "tau", "counters", "hierarchy", "h",
                                       "variant", "mode", "partitions"}
@@ -44,7 +49,8 @@ def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert isinstance(report["window"]["n_noisy"], int)
     assert report["budget"]["epsilon"] == 1.0
     assert all({"prefix", "level", "estimate"} <= set(x) for x in report["hhh"])
-    assert report["diagnostics"]["skipped"] == {"not_ipv4": 4}
+    # the capture's 4 non-IPv4 packets are valid records of another kind: counted nowhere
+    assert report["diagnostics"] == {} and "not_ipv4" not in err and "operational" not in err
     assert "NOT private" in report["guarantees"]["randomness"]
 
 
@@ -82,13 +88,16 @@ def test_spoofed_synflood_reports_nothing_below_the_root(capsys, epsilon: str, m
 
 
 def test_malformed_lines_are_counted_never_shown(capsys, tmp_path: Path) -> None:
-    """Bad text lines are skipped and counted by reason; their content appears nowhere in the output."""
+    """Bad text lines are skipped and counted by reason on an operational stderr line, not in the report;
+    an IPv6 address (a valid record of another family) is counted nowhere; no content is shown."""
     path = tmp_path / "in.txt"
-    path.write_text("10.0.0.1\nCANARY-SECRET-LINE\n10.0.0.2\n999.1.1.1\n# comment\n\n")
+    path.write_text("10.0.0.1\nCANARY-SECRET-LINE\n10.0.0.2\n999.1.1.1\n2001:db8::1\n# comment\n\n")
     code, out, err = _run(capsys, "hhh", "--input", str(path), "--epsilon", "1", "--delta", "1e-6", "--tau", "50")
     assert code == 0
-    assert json.loads(out)["diagnostics"]["skipped"] == {"bad_ipv4": 2}
-    assert "CANARY" not in out + err and "999.1.1.1" not in out + err
+    assert json.loads(out)["diagnostics"] == {}
+    assert "dphhh hhh: operational, not private: 2 unparsable records skipped (bad_ipv4=2)" in err.splitlines()
+    assert "wrong_family" not in err and "skipped" not in out
+    assert "CANARY" not in out + err and "999.1.1.1" not in out + err and "2001:db8" not in out + err
 
 
 def test_nothing_readable_exits_non_zero(capsys, tmp_path: Path) -> None:
@@ -97,6 +106,9 @@ def test_nothing_readable_exits_non_zero(capsys, tmp_path: Path) -> None:
     path.write_text("nope\nalso-nope\n")
     code, out, err = _run(capsys, "hhh", "--input", str(path), "--epsilon", "1", "--delta", "1e-6", "--tau", "5")
     assert code == 1 and out == "" and "no readable record" in err and "nope" not in err
+    error = err.splitlines()[-1]
+    assert error.startswith("dphhh hhh: error: input: no readable record in ") and "(2 skipped)" not in error
+    assert "see the operational line above" in error and "--hierarchy ipv6" in error
 
 
 @pytest.mark.parametrize("args, word", [
@@ -121,12 +133,15 @@ def test_missing_input_file(capsys, tmp_path: Path) -> None:
 
 
 def test_path_hierarchy_from_text(capsys, tmp_path: Path) -> None:
-    """Paths of the wrong depth are skipped and counted; the others are reported by prefix."""
+    """Paths of the wrong depth and malformed paths are skipped; the others are reported by prefix."""
     path = tmp_path / "paths.txt"
     path.write_text("de/bavaria/munich/x\n" * 3000 + "de/berlin\n" + "fr//y/z\n")
-    report = _hhh(capsys, path, "--hierarchy", "path:4", "--epsilon", "2", "--delta", "1e-6",
-                  "--tau", "1000", "--mode", "point", "--seed", "3")
-    assert report["diagnostics"]["skipped"] == {"bad_path_depth": 1, "bad_path_empty_component": 1}
+    report, err = _hhh_err(capsys, path, "--hierarchy", "path:4", "--epsilon", "2", "--delta", "1e-6",
+                           "--tau", "1000", "--mode", "point", "--seed", "3")
+    # the malformed path is operational; the path of another depth is a valid record: counted nowhere
+    assert report["diagnostics"] == {}
+    assert "operational, not private: 1 unparsable record skipped (bad_path_empty_component=1)" in err
+    assert "bad_path_depth" not in err
     assert [x["prefix"] for x in report["hhh"]] == ["de/bavaria/munich/x"]
 
 

@@ -12,8 +12,14 @@ from stream.cli import main
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main(["snapshot", *argv]) == 0
-    return json.loads(capsys.readouterr().out)
+    return _run_err(capsys, *argv)[0]
+
+
+def _run_err(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str]:
+    code = main(["snapshot", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out), err
 
 
 @pytest.fixture
@@ -27,12 +33,16 @@ def ports_csv(tmp_path: Path) -> tuple[Path, np.ndarray]:
 
 
 def test_lue_answers_ranges_close_to_the_truth(capsys, ports_csv) -> None:
-    """LUE-DPTree over a csv port column answers ranges within a few noise scales; bad rows are counted."""
+    """LUE-DPTree over a csv port column answers ranges within a few noise scales; the bad row is counted
+    on the operational line, the out-of-domain one (70000) nowhere."""
     f, ports = ports_csv
-    doc = _run(capsys, "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "0:65535",
-               "--query", "443:443", "--query", "0:1023", "--query", "1024:65535", "--seed", "5")
+    doc, err = _run_err(capsys, "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "0:65535",
+                        "--query", "443:443", "--query", "0:1023", "--query", "1024:65535", "--seed", "5")
     assert doc["schema"] == "dphhh.snapshot/1" and doc["module"] == "lue"
-    assert doc["input"]["skipped"] == {"bad_int": 1, "out_of_domain": 1}
+    assert set(doc["input"]) == {"path", "format", "out_of_domain"}
+    assert doc["input"]["out_of_domain"].startswith("dropped")
+    assert "dphhh snapshot lue: operational, not private: 1 unparsable record skipped (bad_int=1)" in err.splitlines()
+    assert "out_of_domain" not in err
     assert doc["budget"]["epsilon"] == 1.0 and doc["budget"]["delta"] == 0.0
     assert "NOT private" in doc["randomness"]
     truth = [np.sum(ports == 443), np.sum(ports <= 1023), np.sum(ports >= 1024)]
@@ -59,9 +69,10 @@ def test_inftda_on_paths_is_consistent_and_needs_a_public_domain(capsys, tmp_pat
     domain.write_text("de/by/muc\nde/by/nue\nde/be/ber\nfr/idf/par\n")
     data = tmp_path / "paths.txt"
     data.write_text("de/by/muc\n" * 3000 + "fr/idf/par\n" * 1000 + "xx/yy/zz\nde/by\n")
-    doc = _run(capsys, "inftda", "--input", str(data), "--hierarchy", "path:3", "--domain", str(domain),
-               "--epsilon", "1", "--delta", "1e-6", "--seed", "2")
-    assert doc["input"]["skipped"] == {"bad_path_depth": 1, "out_of_domain": 1}
+    doc, err = _run_err(capsys, "inftda", "--input", str(data), "--hierarchy", "path:3", "--domain", str(domain),
+                        "--epsilon", "1", "--delta", "1e-6", "--seed", "2")
+    # xx/yy/zz (outside the domain) and de/by (another depth) are valid records: counted nowhere
+    assert "skipped" not in doc["input"] and "operational" not in err and "xx/yy/zz" not in json.dumps(doc)
     assert doc["budget"]["rho"] > 0 and doc["budget"]["delta"] == 1e-6
     levels = {lv["level"]: {c["prefix"]: c["count"] for c in lv["counts"]} for lv in doc["result"]["levels"]}
     for level in (1, 2, 3):
@@ -83,7 +94,7 @@ def test_hhh_on_the_capture_finds_the_reflection_prefixes(capsys) -> None:
                "--seed", "4")
     assert doc["budget"]["mechanism"] == "stability_histogram"
     assert {"104.0.0.0/8", "107.0.0.0/8", "172.0.0.0/8"} <= {x["prefix"] for x in doc["result"]["hhh"]}
-    assert doc["input"]["skipped"] == {"not_ipv4": 4}
+    assert "skipped" not in doc["input"]  # the 4 non-IPv4 packets are counted nowhere
 
 
 def test_hhh_algorithm1_guard_and_planner_need_their_inputs(capsys) -> None:
@@ -108,7 +119,8 @@ def test_ahead_answers_one_and_two_dimensional_ranges(capsys, tmp_path: Path) ->
     f.write_text("".join(f'{{"a": {x}, "b": {y}}}\n' for x, y in zip(a, b)) + '{"a": 99, "b": 1}\n')
     doc = _run(capsys, "ahead", "--input", str(f), "--column", "a", "--domain", "0:63", "--epsilon", "2",
                "--query", "0:7", "--query", "3:3", "--seed", "3")
-    assert doc["input"]["skipped"] == {"out_of_domain": 1} and doc["budget"]["delta"] == 0.0
+    assert "skipped" not in doc["input"] and doc["budget"]["delta"] == 0.0  # 99 is clamped to 63, uncounted
+    assert "users" not in json.dumps(doc["result"]["summary"])
     truth = [np.mean(a <= 7), np.mean(a == 3)]
     # LDP noise at N = 5e4, eps = 2: a range's sd is about 0.01; 0.06 is a wide margin (seeded run)
     for answer, exact in zip(doc["answers"], truth):
