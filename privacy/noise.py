@@ -9,18 +9,22 @@ only primitives used are ``source.bits(n)`` (uniform 64-bit words) and ``source.
 Two families of samplers:
 
 * **Vectorised, floating point** (:func:`uniform01`, :func:`geometric_failures`,
-  :func:`discrete_laplace`, :func:`laplace`): inverse-transform sampling from 53-bit uniforms.
+  :func:`discrete_laplace`, :func:`discrete_laplace_elementwise`, :func:`laplace`):
+  inverse-transform sampling from 53-bit uniforms.
   Their distributions are exact up to the 2**-53 resolution of the uniforms (so the tails are
   truncated where the survival function drops below about 2**-53). :func:`discrete_laplace`
   returns integers, which removes the low-order-bit side channel of floating-point Laplace noise
-  (Mironov 2012); :func:`laplace` itself is *not* hardened against that attack.
+  (Mironov 2012); :func:`discrete_laplace_elementwise` is the same sampler with one scale per
+  output element (heteroscedastic noise, e.g. one budget per tree node, spec §9);
+  :func:`laplace` itself is *not* hardened against that attack.
 * **Exact** (:func:`discrete_gaussian`): the rational-arithmetic rejection sampler of Canonne,
   Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020), using only
   ``source.randbelow`` and integer arithmetic, so its output distribution is exactly the discrete
   Gaussian.
 
 The helpers :func:`discrete_laplace_pmf` and :func:`discrete_gaussian_pmf` give the normalised
-probability mass functions (numpy, floating point) for tests and accounting.
+probability mass functions (numpy, floating point) for tests and accounting, and
+:func:`discrete_laplace_variance` the exact variance of the discrete Laplace.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -38,6 +42,8 @@ __all__ = [
     "uniform01",
     "geometric_failures",
     "discrete_laplace",
+    "discrete_laplace_elementwise",
+    "discrete_laplace_variance",
     "laplace",
     "discrete_gaussian",
     "discrete_laplace_pmf",
@@ -47,6 +53,7 @@ __all__ = [
 
 RngLike = RandomSource | np.random.Generator | int | None
 SizeLike = int | tuple[int, ...]
+ArrayLike = float | Sequence[float] | np.ndarray
 
 _TWO_POW_MINUS_53 = 2.0**-53
 # Largest value of -log1p(-u) for u = 1 - 2**-53, the largest output of uniform01.
@@ -77,6 +84,17 @@ def _shape(size: SizeLike, where: str) -> tuple[tuple[int, ...], int]:
     if any(s < 0 for s in shape):
         raise ValueError(f"{where}: size must be non-negative, got {size!r}")
     return shape, math.prod(shape)
+
+
+def _positive_finite_array(values: object, name: str, where: str) -> np.ndarray:
+    """Return ``values`` as a float64 array, raising ``ValueError`` unless all are finite reals > 0."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":  # rejects bool, complex, object and string arrays
+        raise ValueError(f"{where}: {name} must be finite numbers > 0, got an array of dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0.0)):
+        raise ValueError(f"{where}: {name} must be finite numbers > 0 (some are not)")
+    return arr
 
 
 def _positive_finite(value: object, name: str, where: str) -> float:
@@ -175,6 +193,56 @@ def discrete_laplace(scale: float, size: SizeLike, rng: RngLike = None) -> np.nd
     _check_geometric_range(log1m_p, "discrete_laplace", f"scale={scale!r}")
     g = _geometric_from_uniforms(uniform01(source, 2 * n), log1m_p)
     return (g[:n] - g[n:]).reshape(shape)
+
+
+def discrete_laplace_elementwise(scales: ArrayLike, rng: RngLike = None) -> np.ndarray:
+    """Sample the discrete Laplace distribution with one scale per output element.
+
+    ``out[i]`` has ``P(K = k) = tanh(1 / (2 * scales[i])) * exp(-|k| / scales[i])`` (the
+    distribution of :func:`discrete_laplace` at ``scales[i]``), independently for every element.
+    For ``epsilon_i``-DP of an integer query with sensitivity 1 in element ``i``, pass
+    ``scales[i] = 1 / epsilon_i``.
+
+    Parameters:
+        scales: array-like of finite ``scale > 0`` (any shape; use ``np.broadcast_to`` for a
+            batch of independent draws sharing one scale vector).
+        rng: ``None`` (secure source), a numpy ``Generator`` / ``int`` seed (tests only) or a
+            :class:`RandomSource`.
+
+    Returns an ``np.int64`` array of the shape of ``scales``. Same arithmetic and same use of the
+    uniforms as :func:`discrete_laplace` (``2 * size`` 53-bit uniforms, the first half for the
+    positive geometric, the second for the negative one), so with a constant scale it returns
+    exactly what :func:`discrete_laplace` returns for the same seed. Elements whose non-zero mass
+    underflows double precision are 0 (their uniforms are still drawn).
+    """
+    where = "discrete_laplace_elementwise"
+    scale_arr = _positive_finite_array(scales, "scales", where)
+    shape, n = scale_arr.shape, scale_arr.size
+    source = as_source(rng)
+    with np.errstate(over="ignore", divide="ignore"):
+        inv = 1.0 / scale_arr.ravel()
+    zero = np.isinf(inv) | (-np.expm1(-inv) == 1.0)
+    log1m_p = np.where(zero, -1.0, -inv)  # -1.0 is a placeholder for the zeroed elements
+    if n and not zero.all():
+        _check_geometric_range(float(log1m_p[~zero].max()), where, f"scale={float(scale_arr.max())!r}")
+    u = uniform01(source, 2 * n)
+    g_pos = _geometric_from_uniforms(u[:n], log1m_p)
+    g_neg = _geometric_from_uniforms(u[n:], log1m_p)
+    return np.where(zero, 0, g_pos - g_neg).astype(np.int64).reshape(shape)
+
+
+def discrete_laplace_variance(scale: float | np.ndarray) -> float | np.ndarray:
+    """Exact variance of the discrete Laplace with ``scale`` (see :func:`discrete_laplace`).
+
+    ``Var = 2 q / (1 - q)**2`` with ``q = exp(-1 / scale)``, computed as the equal and
+    cancellation-free ``1 / (2 * sinh(1 / (2 * scale))**2)``. It is below the continuous Laplace's
+    ``2 * scale**2``: ``2 * scale**2 - 1/6 + O(scale**-2)``. A float for a scalar ``scale``, else
+    an array of its shape; every scale must be finite and > 0.
+    """
+    scale_arr = _positive_finite_array(scale, "scale", "discrete_laplace_variance")
+    with np.errstate(over="ignore"):
+        var = 1.0 / (2.0 * np.sinh(0.5 / scale_arr) ** 2)
+    return float(var) if var.ndim == 0 else var
 
 
 def laplace(scale: float, size: SizeLike, rng: RngLike = None) -> np.ndarray:

@@ -11,5 +11,10 @@
   interval trees and BLUE consistency, for range queries.
 
 Every mechanism draws its noise from :mod:`privacy.noise` through :mod:`privacy.randomness`
-(secure by default; tests inject seeded sources).
+(secure by default; tests inject seeded sources). No printed value carries continuous
+floating-point noise (Mironov 2012; spec §3 "Integer counts"): central-model releases are integers
+(discrete Laplace or discrete Gaussian on integer counts), local-model reports are bits or
+integers, and every float in an output is post-processing of those. The one continuous sampler in
+use, Algorithm 1's selection noise, only feeds a comparison (see
+:mod:`privacy.offline.hhh_algorithm1`).
 """

@@ -30,6 +30,10 @@ Algorithm (domains are padded to a power of the per-dimension fan-out ``b``; ``m
 As in the paper, the weighted averaging mixes nodes with different weights, so after it a layer
 need not sum exactly to 1 (each value stays non-negative).
 
+Floating point (Mironov 2012): safe — the only randomness is the data-independent user partition
+and the frequency oracles' bit/integer reports (:mod:`privacy.offline.ldp`); no continuous noise is
+added, and every float printed is post-processing of those discrete reports.
+
 Higher dimensions: :func:`ahead_lle` (LLE) builds one 2-D AHEAD tree per attribute pair, each on
 its own random share of the users, and answers an m-dim query by maximum entropy (iterative
 proportional fitting over the ``2^m`` in/out atoms constrained by the pairwise 2×2 tables).

@@ -15,6 +15,16 @@ selected p is released as F + DLap(1/ξ). The release uses the discrete Laplace 
 :mod:`privacy.noise` (P(k) ∝ exp(−ξ|k|)), which is ξ-DP for a sensitivity-1 integer query exactly as
 Lap(1/ξ) is, and gives integer output without the floating-point low-bit leak of continuous noise.
 
+Floating point (Mironov 2012; spec §3 "Integer counts"): the only printed numbers are the released
+counts F + DLap(1/ξ), integers (F is an integer count, the noise an integer), so their low-order
+bits carry nothing. The selection noise w_p, v_p stays continuous :func:`privacy.noise.laplace`
+in doubles, but it is never printed: only the bit "F + w_p + v_p >= τ" leaves (through the
+selected set and the conditioned counts of ancestors). Rounding in that sum moves the effective
+threshold by a few ulps of |F| + |w_p| + |v_p|, and the 53-bit uniforms move the noise's CDF by
+about 2^-53; each selection probability changes by about (density of w_p, <= 1/(12Δ)) × that
+width + 2^-52 — some 3e-14 at ε = 1, δ = 1e-6, h = 4 and τ at the guard — an additive term far
+inside the proof's δ, and not a side channel in any printed value.
+
 Guard: the proof needs τ >= 24Δ·ln(2h/(δ_i·β)); below it :func:`algorithm1_hhh` refuses with a
 ``ValueError`` naming the smallest allowed τ (:func:`algorithm1_min_tau`).
 

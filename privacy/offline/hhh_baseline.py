@@ -9,6 +9,10 @@ one count by one per level; a count that exists on one side only is 1 and passes
 P(DLap(h/ε) >= (h/ε)·ln(h/δ)) <= δ/h, so each level is an (ε/h, δ/h)-DP stability histogram and the
 h levels compose to (ε, δ). The root is not released or reported.
 
+Floating point (Mironov 2012; spec §3 "Integer counts"): every noisy count is an integer plus integer
+discrete Laplace noise compared with ⌈T⌉ in integers, and the reported r̃(p) are integer
+differences of them, so printed values carry no low-order-bit side channel.
+
 HHH by post-processing (no further privacy cost), like the stream's ``point`` mode: bottom-up,
 for each node the noisy conditioned count is r̃(p) = C̃(p) − Σ C̃(q) over the maximal selected
 strict descendants q of p (selected descendants not under another selected descendant of p);

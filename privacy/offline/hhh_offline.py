@@ -9,7 +9,7 @@ Two mechanisms compute a private HHH set with noisy *conditioned* counts from th
 * :func:`~privacy.offline.hhh_algorithm1.algorithm1_hhh` — Algorithm 1 of the DP-HHH paper,
   corrected (spec §6); noise independent of h but with large constants and a threshold guard;
 * :func:`~privacy.offline.hhh_baseline.stability_histogram_hhh` — per-level stability
-  histograms with ``Lap(h/ε)``, HHH by post-processing;
+  histograms with discrete Laplace noise of scale ``h/ε``, HHH by post-processing;
 
 and :func:`~privacy.offline.hhh_planner.plan_offline_hhh` predicts both errors and picks one.
 All three are re-exported here.
@@ -21,7 +21,9 @@ need its own budget share). The exact reference :func:`exact_selection` omits it
 This module holds what both mechanisms share: :class:`OfflineHHHParams`, the exact per-level
 counts with parent links (:class:`HierarchyCounts`, computed once, vectorised), and the
 result type :class:`OfflineHHHResult`. Exact counts are raw data: they never leave the mechanisms
-and never appear in messages.
+and never appear in messages. Floating point: both mechanisms release integers (integer counts
+plus discrete Laplace noise), so the printed counts of a result carry no floating-point side
+channel (Mironov 2012; see each mechanism's docstring).
 """
 
 from __future__ import annotations

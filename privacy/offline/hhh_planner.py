@@ -27,6 +27,9 @@ Prediction model (union bounds; Laplace tails e^{−t/b}):
   E e^{λX} <= e^{2b²λ²} for |λ| <= 1/(2b)); margin = count error = t with L' = L, and the margin is
   at least T − τ + (h/ε)·L (T the suppression threshold) when τ is close to T.
 
+Floating point (Mironov 2012): not applicable — the planner adds no noise and prints only
+predictions computed from public parameters.
+
 ``n`` must be public or privately estimated (e.g. a noisy count): the choice is a function of it,
 and an exact n would make the choice depend on the data.
 """

@@ -26,6 +26,9 @@ bound (with ``contribution=1`` every element is its own unit: event level). Each
 computed in exact rational arithmetic and rounded **up** to a multiple of 1/1024, so every part
 spends at most its nominal ρ.
 
+Floating point (Mironov 2012): safe — the noise is the exact integer discrete Gaussian (rational
+arithmetic, no floats), IntOPT returns integers, so every released count is an integer.
+
 Child domains (never the observed children, which would leak): IPv4 hierarchies enumerate all
 ``2^(len_l − len_{l−1})`` children of a prefix (refused above ``max_children``); path hierarchies
 need a user-supplied :class:`PathDomain`; IPv6 hierarchies are refused.

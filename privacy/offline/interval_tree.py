@@ -12,6 +12,9 @@ depth form a contiguous index range, and the children of a node are contiguous
 (``first_child[i] .. first_child[i] + n_children[i] - 1``), sorted by their lower end.
 
 Intervals are inclusive and 1-based: ``[lo, hi]`` contains the values ``lo, lo + 1, ..., hi``.
+
+Floating point (Mironov 2012): not applicable — no noise here; node counts are exact integers
+(raw data, used only inside :mod:`privacy.offline.lue_dptree`, which adds integer noise).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Given integer noisy counts ``x̃`` (length k) and a target total ``c >= 0``, IntOPT returns integers
 ``y >= 0`` with ``Σy = c`` minimising ``‖y − x̃‖∞``, choosing among the optima the one that lowers
 (and so zeroes) the *smallest* noisy cells first (Boninsegna & Silvestri). It is post-processing:
-it never looks at exact data.
+it never looks at exact data. Floating point (Mironov 2012): safe — integers in, integers out,
+integer arithmetic only.
 
 Algorithm (spec §7, with ``z = y − x̃``):
 

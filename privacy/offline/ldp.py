@@ -26,6 +26,12 @@ perturbation. It exists for large benchmarks only; the real deployment path is p
 
 All randomness comes from :mod:`privacy.noise` (``uniform01``, ``binomial``) through
 :func:`privacy.randomness.as_source` (``rng=None``: the secure OS source).
+
+Floating point (Mironov 2012): safe — no continuous noise is added anywhere; a report is bits
+(OUE) or an integer (GRR), each decided by a comparison ``u < p`` of a 53-bit uniform, so the
+realised probabilities are p and q rounded up to multiples of 2^-53 (a relative change below
+2^-53/q in the ratio p/q, and below (d − 1)·2^-53 in GRR's choice among the other values); the
+server's float estimates are post-processing of the integer reports.
 """
 
 from __future__ import annotations

@@ -1,32 +1,63 @@
-"""LUE-DPTree (spec §9; Kang et al. 2016): heteroscedastic Laplace noise on an arbitrary interval
-tree, budgets that minimise the expected range-query error, and BLUE consistency.
+"""LUE-DPTree (spec §9; Kang et al. 2016): heteroscedastic discrete Laplace noise on an arbitrary
+interval tree, budgets that minimise the expected range-query error, and BLUE consistency.
 
 Mechanism. The data are elements with integer values in ``[1, n]`` (or their histogram). For an
 :class:`~privacy.offline.interval_tree.IntervalTree` over ``[1, n]`` every node x releases its
-count plus Laplace noise of scale ``1/ε_x`` (:func:`privacy.noise.laplace`, from the secure source
+integer count plus **discrete Laplace** noise with P(k) ∝ exp(−ε_x·|k|), i.e. scale 1/ε_x
+(:func:`privacy.noise.discrete_laplace_elementwise`, one scale per node, from the secure source
 unless a seed is injected). The per-node budgets ε_x are chosen before seeing the data (from the
 tree and a public query workload) so that the budgets on every root-to-leaf path sum to at most ε
-(exactly ε for the optimal budgets).
+(exactly ε for the optimal budgets). Every released node value is an integer (spec §3 "Integer
+counts").
 
-Guarantee. ε-DP (δ = 0) with respect to adding or removing one element. Proof: adding or
+Guarantee. ε-DP with δ = 0 with respect to adding or removing one element. Proof: adding or
 removing an element with value v changes the count of exactly the nodes on the root-to-leaf path
-of the leaf ``[v, v]``, each by 1 (one node per level of that path) and no other node; a node's
-release is ε_x-DP for a change of 1 in its count (Laplace mechanism, sensitivity 1, scale 1/ε_x);
-the path's releases compose sequentially to Σ_path ε_x <= ε, and nodes off the path have
-identical distributions on both inputs. Budgets, tree and workload are data-independent. BLUE
-consistency, range answers and error figures are post-processing of the released values.
+of the leaf ``[v, v]``, each by 1 (one node per level of that path) and no other node; for an
+integer count, adding discrete Laplace noise of scale 1/ε_x is ε_x-DP for a change of 1 (an
+integer output y has probabilities at counts c and c + 1 in the ratio
+exp(ε_x(|y − c − 1| − |y − c|)), between e^{−ε_x} and e^{ε_x}); the path's
+releases compose sequentially to Σ_path ε_x <= ε, and nodes off the path have identical
+distributions on both inputs. Budgets, tree and workload are data-independent. BLUE consistency,
+range answers and error figures are deterministic post-processing of the integer node values, so
+their floating-point arithmetic cannot weaken the guarantee.
+
+Floating point (Mironov 2012). The released node values are integers, and the set of values each
+node can take is the same for neighbouring inputs (all integers for the ideal distribution; for
+the sampler, the same range of integers but for the two extreme values, which have probability
+below 2^−53), so the low-order bits of a printed value carry no information: the attack on
+``x + Laplace`` computed in doubles (which makes some printed doubles possible for x and
+impossible for x + 1, see ``tests/privacy/offline/test_float_attack.py``) does not apply. The version before this one
+added continuous :func:`privacy.noise.laplace` noise in doubles and was exposed to it. The sampler
+realises the discrete Laplace by inverse transform of 53-bit uniforms (:mod:`privacy.noise`), so
+its pmf equals the ideal one only up to that resolution: one geometric is within total variation
+(K + 1)·2^−52 of the ideal, K = ⌊36.7/ε_x⌋ its largest value (asserted in
+``tests/privacy/test_noise.py``; measured about a tenth of that), so one node's noise is within
+4·(36.7/ε_x + 1)·2^−53 — under 2e-13 for ε_x >= 0.1. In the strictest reading the release is
+therefore (ε, δ_s)-DP with δ_s <= (1 + e^ε)·Σ_path of that distance, far below any δ a user would
+set, and no single output reveals the input as with the floating-point attack.
 
 Budgets (spec §9). With uniformly random range queries a node x is used by the canonical
 decomposition of a query with probability P_x (:func:`uniform_coverage`), and answering by
-canonical decomposition has expected squared error Σ P_x·2/ε_x². The minimum subject to every
-path summing to ε is reached by K_leaf = 2P_leaf, K_x = ((2P_x)^(1/3) + (Σ_children K_c)^(1/3))³,
-then top-down with B_root = ε: ε_x = B_x·(2P_x)^(1/3) / ((2P_x)^(1/3) + (ΣK_c)^(1/3)),
-B_child = B_x − ε_x (leaves take all of B_leaf). The minimum error is K_root/ε².
+canonical decomposition has expected squared error Σ P_x·σ_x². The spec's budgets minimise it for
+σ_x² = 2/ε_x² (continuous Laplace) subject to every path summing to ε: K_leaf = 2P_leaf,
+K_x = ((2P_x)^(1/3) + (Σ_children K_c)^(1/3))³, then top-down with B_root = ε:
+ε_x = B_x·(2P_x)^(1/3) / ((2P_x)^(1/3) + (ΣK_c)^(1/3)), B_child = B_x − ε_x (leaves take all of
+B_leaf). The minimum error is K_root/ε². These budgets are kept for the discrete noise: its
+variance is 2/ε_x² − 1/6 + ε_x²/120 − …, and the constant −1/6 does not depend on the budgets,
+so they stay optimal up to the O(ε_x²) term.
+
+Variances (a documented choice). Everything that weighs or predicts the noise — BLUE's weights
+(:func:`blue_estimates`) and the reported expected error (:func:`expected_query_error`) — uses by
+default (``noise="discrete_laplace"``) the exact variance of the noise actually added,
+σ_x² = 2q/(1 − q)² with q = e^{−ε_x} (:func:`privacy.noise.discrete_laplace_variance`), which is
+smaller than 2/ε_x². ``noise="laplace"`` gives the spec's analytic model σ_x² = 2/ε_x², in which
+the paper's regression anchors (10.667 / 8.250 / 6.667 / 5.357) are stated; the mechanism never
+adds continuous noise.
 
 BLUE (spec §9): weighted least squares of the leaf counts given all noisy node values with
-variances σ_x² = 2/ε_x², computed in two linear passes; the output is consistent (every parent
-equals the sum of its children), so every covering of a range gives the same answer;
-:meth:`LueResult.answer` uses the canonical decomposition (the fewest nodes).
+variances σ_x², computed in two linear passes; the output is consistent (every parent equals the
+sum of its children), so every covering of a range gives the same answer; :meth:`LueResult.answer`
+uses the canonical decomposition (the fewest nodes).
 """
 
 from __future__ import annotations
@@ -37,7 +68,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from privacy.noise import laplace
+from privacy.noise import discrete_laplace_elementwise, discrete_laplace_variance
 from privacy.params import check_positive
 from privacy.randomness import RandomSource, as_source
 
@@ -57,6 +88,9 @@ __all__ = [
     "path_sums",
     "check_budgets",
     "noisy_node_values",
+    "node_variances",
+    "NOISE_MODELS",
+    "MECHANISM_NOISE",
     "blue_estimates",
     "expected_query_error",
     "EXACT_BLUE_ERROR_MAX_N",
@@ -67,6 +101,15 @@ _OWNER = "LUE-DPTree"
 #: Largest domain for which the exact BLUE error (an n×n covariance matrix) is computed.
 EXACT_BLUE_ERROR_MAX_N = 4096
 _PATH_TOL = 1e-9
+#: Noise models for :func:`node_variances`: the mechanism's discrete Laplace, and the spec's
+#: analytic continuous-Laplace model (σ² = 2/ε², for the §9 regression anchors only).
+NOISE_MODELS = ("discrete_laplace", "laplace")
+#: The noise :func:`noisy_node_values` adds (and the default of every variance-dependent function).
+MECHANISM_NOISE = "discrete_laplace"
+#: Floor of the discrete variances: for ε_x >= 40 the sampler always returns 0 (its non-zero mass is
+#: below 2^-53) and the exact variance 2q/(1 − q)² underflows to 0 beyond ε_x ≈ 710; BLUE's weights
+#: 1/σ² stay finite with σ² floored at its value at ε_x = 40 (about 8.5e-18).
+_MIN_DISCRETE_VARIANCE = float(discrete_laplace_variance(1.0 / 40.0))
 
 
 # ---------------------------------------------------------------------------------- parameters
@@ -256,6 +299,19 @@ def check_budgets(tree: IntervalTree, budgets: Any, epsilon: float | None = None
 # ---------------------------------------------------------------------------------- release
 
 
+def _integer_counts(node_counts: Any, size: int) -> np.ndarray:
+    """``node_counts`` as int64, or ``ValueError`` unless they are ``size`` integer values."""
+    arr = np.asarray(node_counts)
+    if arr.shape != (size,) or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{_OWNER}: node counts must be {size} integers (one per node)")
+    if arr.dtype.kind == "f":
+        if not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))) or np.any(np.abs(arr) >= 2.0**53):
+            # no value in the message: node counts are raw data
+            raise ValueError(f"{_OWNER}: node counts must be integers (the discrete Laplace mechanism adds "
+                             "integer noise to integer counts)")
+    return arr.astype(np.int64)
+
+
 def noisy_node_values(
     tree: IntervalTree,
     node_counts: np.ndarray,
@@ -264,19 +320,41 @@ def noisy_node_values(
     *,
     trials: int | None = None,
 ) -> np.ndarray:
-    """Every node's count plus Laplace noise of scale 1/ε_x (the only randomised step).
+    """Every node's integer count plus discrete Laplace noise of scale 1/ε_x (P(k) ∝ e^{−ε_x|k|}),
+    the only randomised step (spec §9, §3 "Integer counts").
 
-    ``budgets`` must be positive; with path sums <= ε the output is ε-DP for adding or removing
-    one element (module docstring). ``trials`` draws that many independent releases at once,
-    shape ``(size, trials)`` (audits and error checks); otherwise shape ``(size,)``.
+    ``node_counts`` must be integers (an integer dtype, or floats with integer values).
+    ``budgets`` must be positive; with path sums <= ε the output is ε-DP (δ = 0) for adding or
+    removing one element (module docstring). Returns ``np.int64``: shape ``(size,)``, or with
+    ``trials`` that many independent releases at once, shape ``(size, trials)`` (audits and error
+    checks).
     """
     eps = check_budgets(tree, budgets)
-    counts = np.asarray(node_counts, dtype=float)
+    counts = _integer_counts(node_counts, tree.size)
     source = as_source(rng)
+    scales = 1.0 / eps
     if trials is None:
-        return counts + laplace(1.0, tree.size, source) / eps
-    noise = laplace(1.0, (trials, tree.size), source) / eps
+        return counts + discrete_laplace_elementwise(scales, source)
+    noise = discrete_laplace_elementwise(np.broadcast_to(scales, (trials, tree.size)), source)
     return counts[:, None] + noise.T
+
+
+def node_variances(budgets: Any, noise: str = MECHANISM_NOISE) -> np.ndarray:
+    """σ_x² of each node's noise for the budgets ε_x (see the module docstring, "Variances").
+
+    ``noise="discrete_laplace"`` (default, what :func:`noisy_node_values` adds):
+    2q/(1 − q)² with q = e^{−ε_x} (floored at about 8.5e-18, its value at ε_x = 40, where the
+    sampler already adds no noise, so that BLUE's weights stay finite); ``noise="laplace"``: the
+    spec's analytic 2/ε_x².
+    """
+    if noise not in NOISE_MODELS:
+        raise ValueError(f"{_OWNER}: noise must be one of {', '.join(NOISE_MODELS)}, got {noise!r}")
+    eps = np.asarray(budgets, dtype=float)
+    if not (np.all(np.isfinite(eps)) and np.all(eps > 0)):
+        raise ValueError(f"{_OWNER}: budgets must be finite numbers > 0")
+    if noise == "laplace":
+        return 2.0 / eps**2
+    return np.maximum(np.asarray(discrete_laplace_variance(1.0 / eps), dtype=float), _MIN_DISCRETE_VARIANCE)
 
 
 def _col(v: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -284,8 +362,12 @@ def _col(v: np.ndarray, like: np.ndarray) -> np.ndarray:
     return v.reshape(v.shape + (1,) * (like.ndim - 1))
 
 
-def blue_estimates(tree: IntervalTree, noisy: np.ndarray, budgets: np.ndarray) -> np.ndarray:
-    """BLUE-consistent node values from the noisy ones (spec §9), σ_x² = 2/ε_x².
+def blue_estimates(
+    tree: IntervalTree, noisy: np.ndarray, budgets: np.ndarray, *, noise: str = MECHANISM_NOISE
+) -> np.ndarray:
+    """BLUE-consistent node values from the noisy ones (spec §9), with σ_x² from
+    :func:`node_variances` (default: the discrete Laplace's exact variance, the noise the
+    mechanism adds; ``noise="laplace"``: the spec's 2/ε_x²).
 
     Up: leaf z = y, v = σ²; internal w = 1/σ_x² + 1/Σv_c, z_x = (y_x/σ_x² + Σz_c/Σv_c)/w,
     v_x = 1/w. Down: h_root = z_root; h_c = z_c + (v_c/Σv)·(h_parent − Σz). ``noisy`` has the
@@ -296,7 +378,7 @@ def blue_estimates(tree: IntervalTree, noisy: np.ndarray, budgets: np.ndarray) -
     y = np.asarray(noisy, dtype=float)
     if y.shape[0] != tree.size:
         raise ValueError(f"{_OWNER}: noisy values must have {tree.size} rows (one per node), got {y.shape[0]}")
-    sigma2 = 2.0 / eps**2
+    sigma2 = node_variances(eps, noise)
     z = np.empty_like(y)
     v = np.empty(tree.size)
     sum_z = np.zeros_like(y)
@@ -384,11 +466,18 @@ class LueResult:
                 "neighbours": "add or remove one element",
                 "text": (
                     f"epsilon-DP with epsilon = {self.params.epsilon:g}, delta = 0, for adding or removing one "
-                    "element: every node count gets Laplace noise of scale 1/epsilon_x and the budgets on every "
-                    "root-to-leaf path sum to at most epsilon; consistency and answers are post-processing"
+                    "element: every integer node count gets discrete Laplace noise (P(k) proportional to "
+                    "exp(-epsilon_x |k|)) and the budgets on every root-to-leaf path sum to at most epsilon; "
+                    "the noisy node values are integers, so printed values carry no floating-point "
+                    "side channel (Mironov 2012); consistency and answers are post-processing"
                     + (" (seeded noise: NOT private, for tests only)" if self.seeded else "")
                 ),
                 "private": not self.seeded,
+            },
+            "noise": {
+                "distribution": "discrete_laplace",
+                "scale": "1/epsilon_x per node",
+                "variance": "2q/(1-q)^2 with q = exp(-epsilon_x) (used by BLUE and the expected error)",
             },
             "tree": self.tree.summary(),
             "budgets": {
@@ -488,16 +577,20 @@ def expected_query_error(
     *,
     blue: bool,
     queries: Workload | Iterable[Sequence[float]] | None = None,
+    noise: str = MECHANISM_NOISE,
 ) -> float:
     """Expected squared error of a range answer, averaged over the query distribution.
 
     ``queries``: ``None`` for uniformly random ranges, else ``[(lo, hi, weight), ...]``.
-    Without BLUE (canonical decomposition of the raw noisy nodes): Σ_x P_x·σ_x², σ_x² = 2/ε_x².
-    With BLUE: the exact variance qᵀ C q of the BLUE estimate of each query, C = (AᵀWA)⁻¹ the
-    covariance of the WLS leaf estimates (needs n <= :data:`EXACT_BLUE_ERROR_MAX_N`).
+    ``noise``: the node variances σ_x² (:func:`node_variances`): ``"discrete_laplace"`` (default)
+    is the error of the mechanism as released; ``"laplace"`` (σ_x² = 2/ε_x²) is the spec's analytic
+    model of §9's regression anchors. Without BLUE (canonical decomposition of the raw noisy
+    nodes): Σ_x P_x·σ_x². With BLUE (weights from the same σ_x²): the exact variance qᵀ C q of the
+    BLUE estimate of each query, C = (AᵀWA)⁻¹ the covariance of the WLS leaf estimates (needs
+    n <= :data:`EXACT_BLUE_ERROR_MAX_N`).
     """
     eps = check_budgets(tree, budgets)
-    sigma2 = 2.0 / eps**2
+    sigma2 = node_variances(eps, noise)
     wl = _workload(tree, queries)
     if not blue:
         p = uniform_coverage(tree) if wl is None else workload_coverage(tree, wl)

@@ -8,6 +8,10 @@
   report per user.** (HIO's optional consistency step is not applied here.)
 * Uni: the uniform guess (volume of the range / volume of the domain); uses no data at all.
 
+Floating point (Mironov 2012): safe — HIO's only noise is OUE's randomised-response bits
+(:mod:`privacy.offline.ldp`), its printed estimates are post-processing of them, and Uni uses no
+data.
+
 Both return objects with the same ``answer`` interface as :class:`privacy.offline.ahead.RangeEstimator`.
 """
 

@@ -8,6 +8,8 @@ and the largest ρ whose guarantee implies a requested (ε, δ) is the inverse o
 
     ρ(ε, δ) = (√(ln(1/δ) + ε) − √(ln(1/δ)))².
 
+Floating point (Mironov 2012): not applicable — accounting on public parameters only, no data.
+
 Both functions are monotone; :func:`rho_from_epsilon_delta` rounds ρ *down* (by at most a few
 ulps) so that ``epsilon_from_rho(rho_from_epsilon_delta(ε, δ), δ) <= ε`` holds in floating point.
 """

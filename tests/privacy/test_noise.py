@@ -11,6 +11,7 @@ that are astronomically small (far below 1e-20), so the checks are not fragile.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -22,7 +23,9 @@ from privacy.noise import (
     discrete_gaussian,
     discrete_gaussian_pmf,
     discrete_laplace,
+    discrete_laplace_elementwise,
     discrete_laplace_pmf,
+    discrete_laplace_variance,
     geometric_failures,
     laplace,
     uniform01,
@@ -291,6 +294,149 @@ def test_discrete_laplace_pmf_is_normalised():
         pmf = discrete_laplace_pmf(k, scale)
         assert pmf.sum() == pytest.approx(1.0, abs=1e-12)
         assert np.array_equal(pmf, pmf[::-1])
+
+
+# ----------------------------------------------------------------------------------------------
+# discrete_laplace_elementwise (one scale per element) and discrete_laplace_variance
+# ----------------------------------------------------------------------------------------------
+
+
+def test_discrete_laplace_elementwise_with_a_constant_scale_is_discrete_laplace():
+    """With one scale everywhere the elementwise sampler returns exactly discrete_laplace's
+    samples for the same seed (same arithmetic, same uniforms), in the shape of ``scales``."""
+    for scale in SCALES:
+        a = discrete_laplace(scale, (50, 7), rng=np.random.default_rng(35))
+        b = discrete_laplace_elementwise(np.full((50, 7), scale), rng=np.random.default_rng(35))
+        assert b.dtype == np.int64 and b.shape == (50, 7)
+        assert np.array_equal(a, b)
+
+
+def test_discrete_laplace_elementwise_passes_chisquare_per_column():
+    """Columns with scales 0.5, 3 and 40 drawn in one call each pass a chi-square test against
+    their own pmf at ALPHA (so the scales are applied element by element, not mixed up)."""
+    scales = np.broadcast_to(np.array(SCALES), (N_VECTOR, len(SCALES)))
+    x = discrete_laplace_elementwise(scales, rng=np.random.default_rng(36))
+    for j, scale in enumerate(SCALES):
+        assert symmetric_chisquare_pvalue(x[:, j], lambda k: discrete_laplace_pmf(k, scale)) > ALPHA
+
+
+@pytest.mark.parametrize("factor", [1.1, 0.5])
+def test_discrete_laplace_elementwise_chisquare_rejects_wrong_scales(factor):
+    """Power check: columns drawn at scale x 1.1 (and at half the scale, the "scale halved" bug)
+    are rejected at ALPHA against the pmf of the nominal scale."""
+    scales = np.broadcast_to(np.array(SCALES) * factor, (N_VECTOR, len(SCALES)))
+    x = discrete_laplace_elementwise(scales, rng=np.random.default_rng(37))
+    for j, scale in enumerate(SCALES):
+        assert symmetric_chisquare_pvalue(x[:, j], lambda k: discrete_laplace_pmf(k, scale)) < ALPHA
+
+
+def test_discrete_laplace_elementwise_is_symmetric_and_matches_variance():
+    """Mixed scales in one call: every column is sign-balanced and its sample variance is within a
+    z-test at ALPHA of discrete_laplace_variance (fourth moment from the pmf)."""
+    scales = np.broadcast_to(np.array([0.7, 2.0, 9.0]), (N_VECTOR, 3))
+    x = discrete_laplace_elementwise(scales, rng=np.random.default_rng(38))
+    k = np.arange(-4000, 4001).astype(np.float64)
+    for j, scale in enumerate([0.7, 2.0, 9.0]):
+        assert sign_balance_pvalue(x[:, j]) > ALPHA
+        var = discrete_laplace_variance(scale)
+        m4 = float((k**4 * discrete_laplace_pmf(k, scale)).sum())
+        z = (np.mean(x[:, j].astype(np.float64) ** 2) - var) / math.sqrt((m4 - var**2) / N_VECTOR)
+        assert abs(z) < stats.norm.isf(ALPHA / 2)
+
+
+def test_discrete_laplace_elementwise_tiny_scales_give_zeros_and_validation():
+    """Elements with a vanishing scale are 0 next to noisy ones; bad scales raise ValueError."""
+    x = discrete_laplace_elementwise(np.broadcast_to([1e-3, 50.0, 1e-320], (200, 3)), rng=1)
+    assert not x[:, 0].any() and not x[:, 2].any() and x[:, 1].any()
+    assert discrete_laplace_elementwise(np.ones((0, 4)), rng=1).shape == (0, 4)
+    assert discrete_laplace_elementwise(2.0, rng=1).shape == ()
+    for bad in ([1.0, 0.0], [1.0, -2.0], [float("nan")], [float("inf")], [True, False], ["3"]):
+        with pytest.raises(ValueError, match=r"^discrete_laplace_elementwise: scales must be finite numbers > 0"):
+            discrete_laplace_elementwise(bad, rng=1)
+    with pytest.raises(ValueError, match="overflow int64"):
+        discrete_laplace_elementwise([1.0, 1e300], rng=1)
+
+
+def test_discrete_laplace_elementwise_uses_only_bits_and_is_reproducible():
+    """The elementwise sampler draws through bits only and the same seed reproduces it."""
+    discrete_laplace_elementwise([1.0, 2.0], rng=BitsOnlySource(3))
+    a = discrete_laplace_elementwise(np.linspace(0.5, 5, 40), rng=123)
+    assert np.array_equal(a, discrete_laplace_elementwise(np.linspace(0.5, 5, 40), rng=np.random.default_rng(123)))
+    assert not np.array_equal(a, discrete_laplace_elementwise(np.linspace(0.5, 5, 40), rng=124))
+
+
+def test_discrete_laplace_variance_formula():
+    """discrete_laplace_variance equals Σ k² pmf(k) and 2q/(1−q)², is below 2·scale², and is
+    2·scale² − 1/6 to within 1e-6 relative at large scales; arrays keep their shape."""
+    k = np.arange(-6000, 6001).astype(np.float64)
+    for scale in SCALES:
+        q = math.exp(-1 / scale)
+        var = discrete_laplace_variance(scale)
+        assert isinstance(var, float)
+        assert var == pytest.approx(float((k**2 * discrete_laplace_pmf(k, scale)).sum()), rel=1e-10)
+        assert var == pytest.approx(2 * q / (1 - q) ** 2, rel=1e-12)
+        assert var < 2 * scale**2
+    assert discrete_laplace_variance(1e4) == pytest.approx(2e8 - 1 / 6, rel=1e-15)
+    assert discrete_laplace_variance(np.array([[1.0, 2.0]])).shape == (1, 2)
+    assert discrete_laplace_variance(1e-3) == 0.0  # the nonzero mass underflows (as the sampler)
+    with pytest.raises(ValueError, match="discrete_laplace_variance: scale must be finite numbers > 0"):
+        discrete_laplace_variance(-1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The inverse transform's resolution: the sampler's exact pmf versus the ideal one
+# ----------------------------------------------------------------------------------------------
+
+GRID = 2**53  # uniform01 takes the values m * 2**-53, m = 0 .. 2**53 - 1, each with probability 2**-53
+
+
+def _geometric_of_grid(m: np.ndarray, scale: float) -> np.ndarray:
+    """The geometric that discrete_laplace computes from the uniform m * 2**-53 (its arithmetic)."""
+    return noise._geometric_from_uniforms(m.astype(np.float64) * 2.0**-53, -(1.0 / scale))
+
+
+def sampler_geometric_tail_counts(scale: float) -> tuple[int, np.ndarray]:
+    """Exact output law of one geometric of discrete_laplace(scale): the largest value K it can
+    return and, for k = 1..K, the number of grid points m with output >= k (so P(G >= k) is that
+    count times 2**-53). The output is non-decreasing in m, so each count is a binary search."""
+    k_max = int(_geometric_of_grid(np.array([GRID - 1]), scale)[0])
+    k = np.arange(1, k_max + 1)
+    lo, hi = np.zeros(k.size, np.int64), np.full(k.size, GRID - 1, np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        reached = _geometric_of_grid(mid, scale) >= k
+        hi, lo = np.where(reached, mid, hi), np.where(reached, lo, mid + 1)
+    return k_max, GRID - lo
+
+
+def sampler_geometric_total_variation(scale: float) -> tuple[int, float, float]:
+    """(K, total-variation distance, largest |P_sampler(G >= k) − e^{−k/scale}|) between the
+    sampler's geometric and the ideal P(G = k) = (1 − q) q^k, in 50-digit decimal arithmetic."""
+    k_max, counts = sampler_geometric_tail_counts(scale)
+    with localcontext() as ctx:
+        ctx.prec = 50
+        b = Decimal(scale)
+        ge = [Decimal(1)] + [Decimal(int(c)) / GRID for c in counts] + [Decimal(0)]
+        ideal = [(-Decimal(k) / b).exp() for k in range(k_max + 2)]
+        tv = sum(abs((ge[k] - ge[k + 1]) - (ideal[k] - ideal[k + 1])) for k in range(k_max + 1))
+        tv += ideal[k_max + 1]  # ideal mass above the sampler's largest value
+        worst = max(abs(ge[k] - ideal[k]) for k in range(k_max + 1))
+        return k_max, float(tv / 2), float(worst)
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 10 / 3, 5.0, 40.0])
+def test_discrete_laplace_sampler_is_the_ideal_law_up_to_the_uniform_grid(scale):
+    """The exact law of the inverse transform (enumerated over all 2**53 uniforms by binary
+    search) has every tail probability within 2 * 2**-53 of q^k, reaches K = floor(scale * 53 ln 2)
+    (about 36.7 * scale), and its total-variation distance to the ideal geometric is at most
+    (K + 1) * 2**-52; the discrete Laplace (two independent geometrics) is then within twice that.
+    This is the resolution caveat stated in privacy/offline/lue_dptree.py (measured: about
+    0.2 * K * 2**-53)."""
+    k_max, tv, worst = sampler_geometric_total_variation(scale)
+    assert k_max == math.floor(-math.log1p(-(1.0 - 2.0**-53)) * scale)
+    assert worst <= 2 * 2.0**-53
+    assert tv <= (k_max + 1) * 2.0**-52
+    assert tv > 0  # the law is not exactly the ideal one: the bound is needed
 
 
 # ----------------------------------------------------------------------------------------------

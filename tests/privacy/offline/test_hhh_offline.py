@@ -424,3 +424,25 @@ def test_predicted_bounds_cover_realised_errors() -> None:
     cnt = max(float(np.abs(o.released - o.conditioned)[o.selected].max(initial=0)) for o in out)
     assert 0 < sel <= plan1.algorithm1.selection_margin
     assert 0 < cnt <= plan1.algorithm1.count_error
+
+
+# --------------------------------------------------------------------------------------------
+# Floating point (Mironov 2012; spec §3 "Integer counts")
+# --------------------------------------------------------------------------------------------
+
+
+def test_released_counts_are_integers_in_both_mechanisms() -> None:
+    """Every released count (Algorithm 1's F + DLap(1/ξ), the baseline's r̃) is an integer in
+    every one of 200 runs, selected or not, so no printed count carries floating-point noise bits;
+    Algorithm 1's selection statistic (continuous noise, never printed) is not."""
+    values = _clustered_ipv4(np.random.default_rng(80), 3000)
+    tree = count_hierarchy(values, H4, weights=np.full(values.size, 4000))
+    params = OfflineHHHParams(1.0, 1e-6, algorithm1_min_tau(4, 1.0, 1e-6))
+    a1 = algorithm1_levels(tree, params.tau, Algorithm1Scales.for_budget(1.0, 1e-6), SeededRandomSource(81), 200)
+    base = baseline_levels(tree, 2000.0, BaselineScales.for_budget(1.0, 1e-6, 4), SeededRandomSource(82), 200)
+    for outcome in (*a1, *base):
+        assert np.array_equal(outcome.released, np.round(outcome.released))
+    assert any(o.selected.any() for o in a1) and any(o.selected.any() for o in base)
+    assert not all(np.array_equal(o.statistic, np.round(o.statistic)) for o in a1)
+    for result in (algorithm1_hhh(tree, H4, params, rng=83), stability_histogram_hhh(tree, H4, params, rng=84)):
+        assert result.items and all(float(i.count).is_integer() for i in result.items)

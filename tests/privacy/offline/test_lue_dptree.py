@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from privacy.noise import discrete_laplace_pmf
 from privacy.offline.interval_tree import IntervalTree
 from privacy.offline.lue_dptree import (
+    MECHANISM_NOISE,
     LueParams,
     Workload,
     blue_estimates,
@@ -17,6 +19,7 @@ from privacy.offline.lue_dptree import (
     expected_query_error,
     lue_dptree,
     lue_dptree_counts,
+    node_variances,
     noisy_node_values,
     optimal_budgets,
     path_sums,
@@ -154,15 +157,58 @@ def test_workload_validation_messages() -> None:
 
 
 def test_paper_example_expected_errors() -> None:
-    """The published figures: 10.667 / 8.250 without BLUE, 6.667 / 5.357 with BLUE."""
+    """The published figures, in the spec's analytic model σ² = 2/ε² (noise="laplace"):
+    10.667 / 8.250 without BLUE, 6.667 / 5.357 with BLUE."""
     tree = IntervalTree.from_nested(PAPER_TREE)
     half = np.full(4, 0.5)
     skewed = np.array([1 / 3, 2 / 3, 2 / 3, 2 / 3])
     assert uniform_budgets(tree, 1.0) == pytest.approx(half)
-    assert expected_query_error(tree, half, blue=False) == pytest.approx(10.667, abs=1e-3)
-    assert expected_query_error(tree, skewed, blue=False) == pytest.approx(8.250, abs=1e-3)
-    assert expected_query_error(tree, half, blue=True) == pytest.approx(6.667, abs=1e-3)
-    assert expected_query_error(tree, skewed, blue=True) == pytest.approx(5.357, abs=1e-3)
+    assert expected_query_error(tree, half, blue=False, noise="laplace") == pytest.approx(10.667, abs=1e-3)
+    assert expected_query_error(tree, skewed, blue=False, noise="laplace") == pytest.approx(8.250, abs=1e-3)
+    assert expected_query_error(tree, half, blue=True, noise="laplace") == pytest.approx(6.667, abs=1e-3)
+    assert expected_query_error(tree, skewed, blue=True, noise="laplace") == pytest.approx(5.357, abs=1e-3)
+
+
+def test_paper_example_errors_of_the_discrete_mechanism() -> None:
+    """With the noise the mechanism adds (discrete Laplace, the default) the no-BLUE error is
+    Σ P_x·2q/(1−q)² with q = e^{−ε_x} (10.447 for ε/2 per node, below the analytic 10.667), and
+    BLUE with these variances is again below the canonical decomposition."""
+    tree = IntervalTree.from_nested(PAPER_TREE)
+    half = np.full(4, 0.5)
+    q = np.exp(-0.5)
+    discrete = float(uniform_coverage(tree).sum()) * 2 * q / (1 - q) ** 2
+    assert MECHANISM_NOISE == "discrete_laplace"
+    assert expected_query_error(tree, half, blue=False) == pytest.approx(discrete, rel=1e-12)
+    assert expected_query_error(tree, half, blue=False) == pytest.approx(10.447, abs=1e-3)
+    assert expected_query_error(tree, half, blue=True) < expected_query_error(tree, half, blue=False)
+    assert expected_query_error(tree, half, blue=True) < expected_query_error(tree, half, blue=True, noise="laplace")
+
+
+def test_node_variances_are_the_exact_discrete_laplace_variances() -> None:
+    """node_variances gives Σ k²·pmf(k) of the discrete Laplace at scale 1/ε_x (summed over a
+    range holding all but < 1e-30 of the mass), and 2/ε_x² for the analytic model."""
+    eps = np.array([0.1, 0.5, 1.0, 3.0])
+    k = np.arange(-2000, 2001)
+    summed = [float((k.astype(float) ** 2 * discrete_laplace_pmf(k, 1 / e)).sum()) for e in eps]
+    assert node_variances(eps) == pytest.approx(summed, rel=1e-10)
+    assert node_variances(eps, "laplace") == pytest.approx(2 / eps**2, rel=1e-15)
+    assert np.all(node_variances(eps) < 2 / eps**2)
+    with pytest.raises(ValueError, match="LUE-DPTree: noise must be one of discrete_laplace, laplace"):
+        node_variances(eps, "gaussian")
+    with pytest.raises(ValueError, match="LUE-DPTree: budgets must be finite numbers > 0"):
+        node_variances(np.array([1.0, 0.0]))
+
+
+def test_huge_budgets_give_finite_blue_weights() -> None:
+    """At ε_x >= 40 the sampler adds no noise and the exact variance underflows beyond ≈ 710; the
+    floored variance keeps BLUE finite and it returns the (noise-free) counts."""
+    tree = IntervalTree.complete(4, 2)
+    eps = np.full(tree.size, 1000.0)
+    assert np.all(node_variances(eps) > 0)
+    counts = tree.node_counts(np.array([5, 0, 2, 9]))
+    noisy = noisy_node_values(tree, counts, eps, 1)
+    assert np.array_equal(noisy, counts)
+    assert blue_estimates(tree, noisy, eps) == pytest.approx(counts, rel=1e-12)
 
 
 def test_paper_example_optimal_budgets_from_the_formula() -> None:
@@ -176,22 +222,22 @@ def test_paper_example_optimal_budgets_from_the_formula() -> None:
     root = 1 / (1 + 7 ** (1 / 3))
     assert eps == pytest.approx([root, 1 - root, 1 - root, 1 - root], abs=1e-12)
     assert eps[0] == pytest.approx(1 / 3, abs=0.011)
-    err = expected_query_error(tree, eps, blue=False)
+    err = expected_query_error(tree, eps, blue=False, noise="laplace")
     assert err == pytest.approx(((1 / 3) ** (1 / 3) + (7 / 3) ** (1 / 3)) ** 3, rel=1e-12)
-    assert err < expected_query_error(tree, np.array([1 / 3, 2 / 3, 2 / 3, 2 / 3]), blue=False)
+    assert err < expected_query_error(tree, np.array([1 / 3, 2 / 3, 2 / 3, 2 / 3]), blue=False, noise="laplace")
 
 
 @pytest.mark.parametrize("seed", [10, 11, 12, 13])
 def test_optimal_budgets_paths_sum_to_epsilon_and_beat_alternatives(seed: int) -> None:
-    """Optimal budgets sum to ε on every path and have lower error (no BLUE) than uniform budgets
-    and than 200 random feasible allocations (random top-down splits)."""
+    """Optimal budgets sum to ε on every path and have lower error (no BLUE, in the spec's model
+    σ² = 2/ε² they minimise) than uniform budgets and than 200 random feasible allocations."""
     rng = np.random.default_rng(seed)
     tree = random_tree(rng, 50)
     eps = 0.7
     opt = optimal_budgets(tree, eps)
     assert path_sums(tree, opt) == pytest.approx(np.full(tree.n, eps), rel=1e-12)
-    best = expected_query_error(tree, opt, blue=False)
-    assert best < expected_query_error(tree, uniform_budgets(tree, eps), blue=False)
+    best = expected_query_error(tree, opt, blue=False, noise="laplace")
+    assert best < expected_query_error(tree, uniform_budgets(tree, eps), blue=False, noise="laplace")
     for _ in range(200):
         share = rng.uniform(0.05, 0.95, tree.size)
         alloc = np.empty(tree.size)
@@ -201,7 +247,7 @@ def test_optimal_budgets_paths_sum_to_epsilon_and_beat_alternatives(seed: int) -
             if s.start > 0:
                 remaining[s] = remaining[tree.parent[s]] - alloc[tree.parent[s]]
             alloc[s] = np.where(tree.is_leaf[s], remaining[s], remaining[s] * share[s])
-        assert best <= expected_query_error(tree, alloc, blue=False) + 1e-12
+        assert best <= expected_query_error(tree, alloc, blue=False, noise="laplace") + 1e-12
 
 
 def test_optimal_budgets_follow_a_supplied_workload() -> None:
@@ -213,8 +259,8 @@ def test_optimal_budgets_follow_a_supplied_workload() -> None:
     eps = optimal_budgets(tree, 1.0, p)
     uniform_opt = optimal_budgets(tree, 1.0)
     assert np.all(eps[tree.is_leaf] > uniform_opt[tree.is_leaf])
-    assert expected_query_error(tree, eps, blue=False, queries=points) < expected_query_error(
-        tree, uniform_opt, blue=False, queries=points
+    assert expected_query_error(tree, eps, blue=False, queries=points, noise="laplace") < expected_query_error(
+        tree, uniform_opt, blue=False, queries=points, noise="laplace"
     )
 
 
@@ -233,17 +279,29 @@ def test_blue_error_for_all_ranges_workload_equals_uniform_formula(seed: int) ->
 # ------------------------------------------------------------------------------ BLUE
 
 
+def _inverse_sd(eps: np.ndarray, noise: str) -> np.ndarray:
+    """1/σ_x, written out independently of the module: ε/√2 (Laplace) or (1 − q)/√(2q)."""
+    if noise == "laplace":
+        return eps / np.sqrt(2)
+    q = np.exp(-eps)
+    return (1 - q) / np.sqrt(2 * q)
+
+
+@pytest.mark.parametrize("noise", ["discrete_laplace", "laplace"])
 @pytest.mark.parametrize("seed", [30, 31, 32, 33, 34])
-def test_blue_equals_weighted_least_squares(seed: int) -> None:
-    """BLUE's two passes equal direct weighted least squares (numpy lstsq) on random trees."""
+def test_blue_equals_weighted_least_squares(seed: int, noise: str) -> None:
+    """BLUE's two passes equal direct weighted least squares (numpy lstsq) on random trees, with
+    the weights of either noise model; the default is the mechanism's (discrete) one."""
     rng = np.random.default_rng(seed)
     tree = random_tree(rng, int(rng.integers(5, 40)))
     eps = optimal_budgets(tree, 1.0) if seed % 2 else rng.uniform(0.1, 2.0, tree.size)
     y = rng.normal(0, 10, tree.size)
     a = tree.incidence()
-    sqrt_w = eps / np.sqrt(2)  # 1/σ_x
+    sqrt_w = _inverse_sd(eps, noise)
     leaves, *_ = np.linalg.lstsq(a * sqrt_w[:, None], y * sqrt_w, rcond=None)
-    assert blue_estimates(tree, y, eps) == pytest.approx(a @ leaves, abs=1e-8)
+    assert blue_estimates(tree, y, eps, noise=noise) == pytest.approx(a @ leaves, abs=1e-8)
+    if noise == MECHANISM_NOISE:
+        assert blue_estimates(tree, y, eps) == pytest.approx(a @ leaves, abs=1e-8)
 
 
 def test_blue_is_consistent_and_batched() -> None:
@@ -276,6 +334,9 @@ def test_release_answers_and_report() -> None:
     assert report["guarantee"]["epsilon"] == 1.0 and report["guarantee"]["delta"] == 0.0
     assert report["guarantee"]["neighbours"] == "add or remove one element"
     assert report["guarantee"]["private"] is False  # seeded
+    assert "discrete Laplace" in report["guarantee"]["text"] and "Mironov" in report["guarantee"]["text"]
+    assert report["noise"]["distribution"] == "discrete_laplace"
+    assert result.noisy.dtype == np.int64
     assert report["budgets"]["max_path_sum"] == pytest.approx(1.0)
     assert len(report["nodes"]) == tree.size
     assert report["expected_squared_error"]["value"] == pytest.approx(expected_query_error(tree, result.budgets, blue=True))
@@ -291,6 +352,7 @@ def test_release_without_blue_uses_raw_noisy_nodes_and_same_seed_same_output() -
     b = lue_dptree_counts(counts, tree, LueParams(0.5, budgets="uniform", blue=False), rng=3)
     assert np.array_equal(a.noisy, b.noisy)
     assert np.array_equal(a.estimates, a.noisy)
+    assert a.noisy.dtype == np.int64  # the raw release is integers (no floating-point side channel)
     assert a.budgets == pytest.approx(np.full(tree.size, 0.5 / 3))
     assert a.answer(1, 16) == a.noisy[0]
     assert a.answer(1, 8) == pytest.approx(a.noisy[1] + a.noisy[2])
@@ -314,6 +376,27 @@ def test_input_validation() -> None:
         check_budgets(tree, np.zeros(tree.size))
 
 
+def _measured_mse(epsilon: float, blue: bool, trials: int = 20_000) -> tuple[float, float, IntervalTree, np.ndarray]:
+    """Mean (over ``trials`` vectorised releases) of the per-release mean squared error over all
+    ranges of a fixed random 12-value tree, its standard error, the tree and the budgets."""
+    rng = np.random.default_rng(50)
+    tree = random_tree(rng, 12)
+    eps = optimal_budgets(tree, epsilon)
+    counts = rng.integers(0, 50, tree.n)
+    noisy = noisy_node_values(tree, tree.node_counts(counts), eps, np.random.default_rng(51), trials=trials)
+    est = blue_estimates(tree, noisy, eps) if blue else noisy
+    errors = []
+    for a in range(1, tree.n + 1):
+        for b in range(a, tree.n + 1):
+            errors.append(est[tree.decompose(a, b)].sum(axis=0) - counts[a - 1:b].sum())
+    per_release = np.mean(np.square(errors), axis=0)
+    return float(per_release.mean()), float(per_release.std(ddof=1) / np.sqrt(trials)), tree, eps
+
+
+# |z| bound of a two-sided z-test at α = 1e-6 (a correct formula fails with probability 1e-6).
+Z_CRIT = float(norm.ppf(1 - 1e-6 / 2))
+
+
 @pytest.mark.parametrize("blue", [False, True])
 def test_measured_mse_matches_expected_error(blue: bool) -> None:
     """The mean squared error of released answers over all ranges matches expected_query_error.
@@ -322,26 +405,58 @@ def test_measured_mse_matches_expected_error(blue: bool) -> None:
     variance, so a z-test at α = 1e-6 (|z| <= 4.9) makes a false failure negligible. The test also
     checks power: the other formula (BLUE vs no BLUE) is rejected.
     """
-    rng = np.random.default_rng(50)
-    tree = random_tree(rng, 12)
-    eps = optimal_budgets(tree, 1.0)
-    counts = rng.integers(0, 50, tree.n)
-    truth = tree.node_counts(counts).astype(float)
-    trials = 20_000
-    noisy = noisy_node_values(tree, truth, eps, np.random.default_rng(51), trials=trials)
-    est = blue_estimates(tree, noisy, eps) if blue else noisy
-    errors = []
-    for a in range(1, tree.n + 1):
-        for b in range(a, tree.n + 1):
-            nodes = tree.decompose(a, b)
-            errors.append(est[nodes].sum(axis=0) - counts[a - 1:b].sum())
-    per_release = np.mean(np.square(errors), axis=0)
-    z_crit = norm.ppf(1 - 1e-6 / 2)
-    se = per_release.std(ddof=1) / np.sqrt(trials)
+    mean, se, tree, eps = _measured_mse(1.0, blue)
     expected = expected_query_error(tree, eps, blue=blue)
     other = expected_query_error(tree, eps, blue=not blue)
-    assert abs(per_release.mean() - expected) <= z_crit * se, (per_release.mean(), expected, se)
-    assert abs(per_release.mean() - other) > z_crit * se, (per_release.mean(), other, se)
+    assert abs(mean - expected) <= Z_CRIT * se, (mean, expected, se)
+    assert abs(mean - other) > Z_CRIT * se, (mean, other, se)
+
+
+@pytest.mark.parametrize("blue", [False, True])
+def test_measured_mse_is_the_discrete_noise_error_not_the_continuous_one(blue: bool) -> None:
+    """At ε = 3 (per-node ε_x around 1, where 2q/(1−q)² is well below 2/ε_x²) the measured error
+    matches the discrete-Laplace prediction (the default) and the continuous-Laplace formula
+    (noise="laplace") is rejected, by the same z-test at α = 1e-6 (measured |z| about 27)."""
+    mean, se, tree, eps = _measured_mse(3.0, blue)
+    discrete = expected_query_error(tree, eps, blue=blue)
+    continuous = expected_query_error(tree, eps, blue=blue, noise="laplace")
+    assert abs(mean - discrete) <= Z_CRIT * se, (mean, discrete, se)
+    assert abs(mean - continuous) > Z_CRIT * se, (mean, continuous, se)
+
+
+def test_noisy_node_values_are_integers_and_counts_must_be_integers() -> None:
+    """The release adds integer noise to integer counts: int64 output (one or a batch of
+    releases), float counts accepted only with integer values, and no count in the message."""
+    tree = IntervalTree.complete(8, 2)
+    eps = optimal_budgets(tree, 1.0)
+    counts = tree.node_counts(np.arange(8))
+    one = noisy_node_values(tree, counts, eps, 1)
+    batch = noisy_node_values(tree, counts, eps, 1, trials=5)
+    assert one.dtype == np.int64 and one.shape == (tree.size,)
+    assert batch.dtype == np.int64 and batch.shape == (tree.size, 5)
+    assert np.array_equal(noisy_node_values(tree, counts.astype(float), eps, 1), one)
+    assert np.any(one != counts)  # all 15 noises 0 has probability below 1e-3 at these budgets
+    with pytest.raises(ValueError, match="LUE-DPTree: node counts must be integers") as info:
+        noisy_node_values(tree, counts + 0.25, eps, 1)
+    assert "0.25" not in str(info.value)
+    with pytest.raises(ValueError, match="LUE-DPTree: node counts must be 15 integers"):
+        noisy_node_values(tree, counts[:-1], eps, 1)
+
+
+def test_release_noise_is_the_discrete_laplace_with_the_node_budgets() -> None:
+    """Per node, the noise of 40 000 releases passes a chi-square test at α = 1e-6 against the
+    discrete Laplace pmf at scale 1/ε_x of that node, and (power) fails it against the pmf at
+    scale 1/(2ε_x) — the "scale halved" mistake."""
+    from tests.privacy.test_noise import symmetric_chisquare_pvalue
+
+    tree = IntervalTree.complete(4, 2)
+    eps = np.array([0.2, 0.3, 0.5, 0.5, 0.7, 0.8, 0.8])  # all different scales in one draw
+    assert eps.shape == (tree.size,)
+    counts = tree.node_counts(np.array([3, 0, 9, 1]))
+    noise = noisy_node_values(tree, counts, eps, np.random.default_rng(70), trials=40_000) - counts[:, None]
+    for x in range(tree.size):
+        assert symmetric_chisquare_pvalue(noise[x], lambda k: discrete_laplace_pmf(k, 1 / eps[x])) > 1e-6
+        assert symmetric_chisquare_pvalue(noise[x], lambda k: discrete_laplace_pmf(k, 0.5 / eps[x])) < 1e-6
 
 
 @pytest.mark.parametrize("seed", [60, 61, 62])
