@@ -13,7 +13,8 @@ content into the reason. Formats:
   event-time field (epoch milliseconds) and a privacy-unit field (any string or integer);
 * ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``.
 
-Reasons: ``empty``, ``oversized``, ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
+Reasons (every one a property of the message alone): ``empty``, ``oversized`` (one-element formats
+only: a packed message is decoded whatever its size), ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
 ``wrong_family`` (an IPv6 address on an IPv4 topic), ``bad_json``, ``missing_field``,
 ``bad_time``, ``missing_unit``, ``bad_path_empty_component``, ``bad_path_too_long``, ``bad_path_too_deep``,
 ``bad_path_depth``.
@@ -32,9 +33,11 @@ from privacy.unit_cap import unit_keys_of
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
-__all__ = ["FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
+__all__ = ["FORMATS", "PACKED_FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
 
 FORMATS = ("packed-ipv4", "packed-ipv4-pairs", "text-ipv4", "json", "path")
+#: Formats with many elements per message (decoded element by element, whatever the size).
+PACKED_FORMATS = ("packed-ipv4", "packed-ipv4-pairs")
 #: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON).
 UNIT_FORMATS = ("packed-ipv4-pairs", "json")
 #: Every reason a decoder gives for a bad message.
@@ -106,10 +109,10 @@ class MessageDecoder:
 
     def decode(self, value: bytes | None) -> Decoded:
         """Decode one message value; never raises for bad content."""
-        if not value:
-            return Decoded(reason="empty")
-        if len(value) > self.max_message_bytes:
-            return Decoded(reason="oversized")
+        reason = self._size_reason(value)
+        if reason is not None:
+            return Decoded(reason=reason)
+        assert value is not None
         if self.format == "packed-ipv4":
             if len(value) % 4:
                 return Decoded(reason="bad_length")
@@ -170,9 +173,12 @@ class MessageDecoder:
         return DecodedBatch([d.reason for d in decoded], counts, out_values, times, units)
 
     def _size_reason(self, value: bytes | None) -> str | None:
+        """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.
+        A packed message is never refused for its size: one more element would otherwise drop
+        every other element of the message (spec §0.1 e)."""
         if not value:
             return "empty"
-        if len(value) > self.max_message_bytes:
+        if len(value) > self.max_message_bytes and self.format not in PACKED_FORMATS:
             return "oversized"
         return None
 

@@ -24,6 +24,9 @@ __all__ = [
     "java_client_properties",
     "parse_jaas_login",
     "create_topics",
+    "topic_settings",
+    "read_to_end",
+    "open_client",
     "pack_ipv4",
     "PackedProducer",
     "iter_committed_values",
@@ -290,6 +293,9 @@ def _open_client(cls, options: Mapping[str, Any], **overrides: Any):
                                    "kafka.bootstrap and kafka.security_protocol match its listener?") from None
 
 
+open_client = _open_client
+
+
 class StableOffsetProbe:
     """Reads, for each partition of ``topic``, its last stable offset (as far as read-committed readers
     can go) and its end offset. They differ while a transaction is open: its first record holds the
@@ -350,18 +356,22 @@ def wait_for_broker(options: Mapping[str, Any], timeout_s: float = 60.0) -> None
     raise TimeoutError(f"kafka: broker {options.get('bootstrap.servers')} not reachable after {timeout_s:.0f} s ({last})")
 
 
-def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: int = 1) -> list[str]:
-    """Create the topics that do not exist yet (replication 1); returns those created."""
+def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: int = 1,
+                  configs: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """Create the topics that do not exist yet (replication 1; ``configs``: topic → its configuration,
+    e.g. ``{"message.timestamp.type": "LogAppendTime"}``); returns those created."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
     names = list(names)
+    configs = configs or {}
     admin = _open_client(KafkaAdminClient, options)
     try:
         existing = set(admin.list_topics())
         missing = [n for n in names if n not in existing]
         if missing:
-            admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in missing])
+            admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1,
+                                          topic_configs=dict(configs.get(n, {}))) for n in missing])
         deadline = time.monotonic() + 30
         while True:  # a topic is usable once its partitions have leaders
             described = admin.describe_topics(names)
@@ -374,6 +384,25 @@ def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: 
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka: topics {names} not ready after 30 s")
             time.sleep(0.2)
+    finally:
+        admin.close()
+
+
+def topic_settings(options: Mapping[str, Any], topic: str, keys: Iterable[str]) -> dict[str, str | None]:
+    """The current values of configuration ``keys`` of ``topic`` (defaults included), and its
+    partition count under the key ``"partitions"``."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    keys = list(keys)
+    admin = _open_client(KafkaAdminClient, options)
+    try:
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, keys)], config_filter="all")
+        entries = found.get("topic", {}).get(topic, {}) if isinstance(found, dict) else {}
+        out: dict[str, str | None] = {k: (entries.get(k) or {}).get("value") for k in keys}
+        described = admin.describe_topics([topic])
+        out["partitions"] = str(len(described[0].get("partitions") or [])) if described else None
+        return out
     finally:
         admin.close()
 
@@ -422,6 +451,31 @@ class PackedProducer:
             self.flush()
         finally:
             self._producer.close()
+
+
+def read_to_end(options: Mapping[str, Any], topic: str, timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
+    """(record timestamp, value) of every committed record of ``topic`` up to its end *now* (each
+    partition's last stable offset when called), partition by partition in log order. Unlike an
+    idle timeout, this ends even while a live job keeps appending to the topic (its clock records)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False,
+                            isolation_level="read_committed")
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        out: dict[int, list[tuple[int, bytes]]] = {tp.partition: [] for tp in parts}
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka: reading {topic} to its end took over {timeout_s:.0f} s")
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                out[tp.partition] += [(r.timestamp, r.value) for r in records if r.offset < ends[tp]]
+        return [record for p in sorted(out) for record in out[p]]
+    finally:
+        consumer.close()
 
 
 def iter_committed_values(

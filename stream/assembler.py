@@ -31,7 +31,7 @@ from privacy.window import assemble_report, release_sketch
 from sketches.hierarchy import Hierarchy
 
 from .ledger import ReleaseLedger
-from .windows import TumblingWindows
+from .schedule import ReleaseSchedule
 
 __all__ = ["WindowAssembler", "encode_report", "noise_source_factory", "sketch_id", "sketch_of_id"]
 
@@ -68,7 +68,7 @@ class WindowAssembler:
         self,
         hierarchy: Hierarchy,
         params: HHHParams,
-        windows: TumblingWindows,
+        schedule: ReleaseSchedule,
         ledger: ReleaseLedger,
         *,
         seed: int | None = None,
@@ -83,7 +83,7 @@ class WindowAssembler:
         self.guard = guard
         self.hierarchy = hierarchy
         self.params = params
-        self.windows = windows
+        self.schedule = schedule
         self.ledger = ledger
         self.seed = seed
         self.noise_for = noise_source_factory(seed)
@@ -95,8 +95,7 @@ class WindowAssembler:
             return stored, True
         spending = None
         if self.guard is not None:
-            decision = self.guard.decide(window_start, self.windows.size_ms, self.budget,
-                                         self.ledger.schedule_start(window_start))
+            decision = self.guard.decide(window_start, self.schedule.size_ms, self.budget, self.schedule.origin_ms)
             spending = _spending(decision, self.guard)
             if not decision.allowed:
                 return self.ledger.put(window_start, encode_report(self._refused(window_start, decision, spending))), False
@@ -112,7 +111,7 @@ class WindowAssembler:
             by_sketch.values(),
             self.hierarchy,
             self.params,
-            window=self.windows.describe(window_start),
+            window=self.schedule.describe(window_start),
             secure_randomness=self.seed is None,
             unit=self.unit,
             budget=self.budget,
@@ -124,7 +123,7 @@ class WindowAssembler:
         ledger = {"unit": self.unit.kind, "epsilon": 0.0, "delta": 0.0, "guarantee": "nothing released",
                   "spending": spending}
         return build_refused_report(params=self.params, hierarchy_spec=self.hierarchy.spec(), h=self.hierarchy.h,
-                                    reason=decision.reason, ledger=ledger, window=self.windows.describe(window_start))
+                                    reason=decision.reason, ledger=ledger, window=self.schedule.describe(window_start))
 
 
 def _spending(decision, guard: BudgetGuard) -> dict[str, Any]:

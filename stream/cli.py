@@ -139,10 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
     p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
-    p.add_argument("--replay", choices=("auto", "yes", "no"), default="auto",
-                   help="replay the shared capture + synthetic traffic into the input topic "
-                        "(auto: only without --config)")
-    p.add_argument("--rate", type=float, default=20_000.0, help="replay rate, addresses/s (default 20000)")
+    p.add_argument("--feed", "--replay", dest="feed", choices=("auto", "yes", "no"), default="auto",
+                   help="feed the input topic with sample traffic (the shared capture + synthetic addresses, "
+                        "timestamped now) while the job runs (auto: only without --config); not to be confused "
+                        "with window.mode = replay, a bounded job over past data")
+    p.add_argument("--rate", type=float, default=20_000.0, help="sample feed rate, addresses/s (default 20000)")
 
     p = sub.add_parser("produce", help="publish addresses to a Kafka topic")
     src = p.add_mutually_exclusive_group(required=True)
@@ -280,11 +281,13 @@ def _produce(args: argparse.Namespace) -> int:
     from sketches.hierarchy import IPv4Hierarchy
 
     from .batch import iter_values
+    from .runner import LIVE_INPUT_TOPIC
 
     if args.batch < 1:
         raise ValueError(f"produce: --batch must be >= 1, got {args.batch}")
     options = kafka_options(args)
-    create_topics(options, [args.topic], partitions=args.partitions)
+    # a topic created here is a live job's input: its records carry the broker's arrival time
+    create_topics(options, [args.topic], partitions=args.partitions, configs={args.topic: LIVE_INPUT_TOPIC})
     producer = PackedProducer(options, args.topic)
     skips = SkipCounter()
     if args.synthetic is not None:
@@ -319,7 +322,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _reports(args: argparse.Namespace) -> int:
-    from connectors.kafka_io import StableOffsetProbe, iter_committed_values
+    from connectors.kafka_io import StableOffsetProbe, iter_committed_values, read_to_end
 
     from .reports_stall import ReportsStallWatch, stall_limit_s
 
@@ -330,7 +333,10 @@ def _reports(args: argparse.Namespace) -> int:
         watch.start()
     shown = 0
     try:
-        for _, value in iter_committed_values(options, args.topic, follow=args.follow):
+        # without --follow: the reports committed so far (a live job keeps publishing: no idle end)
+        records = iter_committed_values(options, args.topic, follow=True) if args.follow else \
+            iter(read_to_end(options, args.topic))
+        for _, value in records:
             report = json.loads(value)
             print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)
             shown += 1
@@ -365,6 +371,22 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+def embedded_run_overrides() -> list[str]:
+    """``dphhh run`` without ``--config`` starts a new deployment each time (its own schedule origin,
+    ledger, reports file, checkpoints and group under var/runs/run-<time>/): a run an hour later
+    must not owe a report for every window of the hour in between."""
+    import time
+    import uuid
+
+    from .runner import ROOT
+
+    run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    folder = ROOT / "var" / "runs" / run
+    return [f"output.ledger_dir={folder / 'ledger'}", f"output.reports_file={folder / 'reports.jsonl'}",
+            f"output.run_dir={folder}", f"flink.checkpoint_dir={folder / 'checkpoints'}",
+            f"kafka.group_id=dphhh-{run}"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dphhh`` command."""
     parser = build_parser()
@@ -393,9 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .config import load_config
             from .runner import run_job
 
-            cfg = load_config(args.config, overrides=args.set)
-            replay = args.replay == "yes" or (args.replay == "auto" and args.config is None)
-            return run_job(cfg, format_report, replay=replay, rate=args.rate)
+            overrides = list(args.set)
+            if args.config is None:  # the embedded default: a fresh deployment (schedule, ledger) per run
+                overrides = [*embedded_run_overrides(), *overrides]
+            cfg = load_config(args.config, overrides=overrides)
+            feed = args.feed == "yes" or (args.feed == "auto" and args.config is None)
+            return run_job(cfg, format_report, feed=feed, rate=args.rate)
         if args.command == "snapshot":
             return run_snapshot(args)
         if args.command == "dashboard":

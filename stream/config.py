@@ -15,7 +15,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from connectors.decode import FORMATS
 from privacy.budget_guard import BudgetGuard
@@ -24,7 +24,10 @@ from privacy.params import HHHParams, PrivacyBudget
 from privacy.unit import PrivacyUnit
 from sketches.hierarchy import Hierarchy, parse_hierarchy
 
-__all__ = ["DEFAULTS", "JobConfig", "ConfigError", "load_config"]
+if TYPE_CHECKING:
+    from .schedule import ReleaseSchedule
+
+__all__ = ["DEFAULTS", "REPLACED", "JobConfig", "ConfigError", "load_config", "parse_time_ms"]
 
 
 class ConfigError(ValueError):
@@ -38,8 +41,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "reports_topic": "dphhh-reports",
         "dead_letter_topic": "dphhh-dead-letter",
         "group_id": "dphhh-job",
-        "start": "earliest",  # earliest | latest | committed
-        "bounded": False,  # stop at the end offsets present at start (tests, replays)
+        # auto: live = the first record appended at or after the schedule's origin, replay = earliest
+        "start": "auto",  # auto | earliest | latest | committed
         "start_local_broker": True,  # a loopback bootstrap that does not answer: start this checkout's broker
         "wait_s": 0,  # how long dphhh waits for an unreachable broker at start, retrying with backoff (0 = forever)
         "security_protocol": "PLAINTEXT",
@@ -49,10 +52,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "format": "packed-ipv4",
         "json_field": "ip",
         "json_time_field": "",
+        # one-element formats (text-ipv4, json, path): a longer message is dead-lettered as "oversized";
+        # packed formats are decoded element by element whatever their size (spec §0.1 e)
         "max_message_bytes": 1 << 20,
     },
     "hierarchy": {"spec": "ipv4:8,16,24,32"},
-    "window": {"size_ms": 10_000, "allowed_lateness_ms": 0, "out_of_orderness_ms": 0},
+    "window": {
+        "mode": "live",  # live | replay (a bounded job over [origin, until), released at end of input)
+        "size_ms": 10_000,
+        "origin": "",  # first window: epoch ms or ISO-8601 time; live default "" = the deployment's first start
+        "until": "",  # end of the schedule (exclusive); replay: required; live: the job stops after it
+        "grace_ms": 0,  # a window is released at its end + grace (wall clock); elements arriving later are late
+        "max_future_ms": 60_000,  # live, own event times: more than this ahead of the arrival is rejected
+        "max_past_ms": 60_000,  # live, own event times: more than this behind the arrival is rejected
+        "clock_tick_ms": 100,  # live: the job appends a clock record to every input partition this often
+    },
     "privacy": {
         "epsilon": 1.0,
         "delta": 1e-6,
@@ -94,10 +108,28 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release, for tests only
         "fail_after_window": -1,  # fault injection for tests: fail once after releasing window #N
         "test_checkpoint_delay_ms": 0,  # tests only: every checkpoint takes at least this long
+        "test_slow_decode_ms": 0,  # tests only: decode subtask 1 sleeps this long per batch (a lagging subtask)
+        "test_hold_s": 0.0,  # tests only: a live job whose schedule ended keeps running this long before it stops
         "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
         "metrics_port": 9260,  # dphhh run's Prometheus endpoint of report metrics (0 = off)
     },
 }
+
+
+#: Keys of earlier versions, refused with what replaced them.
+REPLACED = {
+    "kafka.bounded": "window.mode = 'replay' (a bounded job over the public range [window.origin, window.until))",
+    "window.allowed_lateness_ms": "window.grace_ms (a window is released at its end + grace, by the wall clock)",
+    "window.out_of_orderness_ms": "nothing: windows are released on the wall clock, never on a watermark made from "
+                                  "the data (live: window.grace_ms; backfills: window.mode = 'replay')",
+}
+
+
+def _unknown_key(dotted: str, where: str) -> ConfigError:
+    hint = REPLACED.get(dotted)
+    if hint is not None:
+        return ConfigError(f"config: {dotted} in {where} is no longer a key; use {hint}")
+    return ConfigError(f"config: unknown key {dotted} in {where}")
 
 
 def _merge(base: dict[str, dict[str, Any]], overlay: Mapping[str, Any], where: str) -> None:
@@ -108,7 +140,7 @@ def _merge(base: dict[str, dict[str, Any]], overlay: Mapping[str, Any], where: s
             raise ConfigError(f"config: {section} must be a table in {where}")
         for key, value in values.items():
             if key not in base[section]:
-                raise ConfigError(f"config: unknown key {section}.{key} in {where}")
+                raise _unknown_key(f"{section}.{key}", where)
             base[section][key] = value
 
 
@@ -132,8 +164,39 @@ def _coerce(section: str, key: str, text: str, like: Any) -> Any:
     return text
 
 
+#: Keys that take a time: epoch milliseconds (an integer) or an ISO-8601 string; "" = not set.
+TIME_KEYS = (("window", "origin"), ("window", "until"))
+
+
+def parse_time_ms(text: Any, name: str) -> int | None:
+    """Epoch milliseconds of a time key's value (an integer, digits, or ISO-8601; a time without a
+    zone is UTC); ``None`` for ``""``. Raises :class:`ConfigError` naming the key."""
+    from datetime import datetime, timezone
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    if not isinstance(text, str):
+        raise ConfigError(f"config: {name} must be epoch milliseconds or an ISO-8601 time, got {text!r}")
+    text = text.strip()
+    if not text:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"config: {name} must be epoch milliseconds or an ISO-8601 time "
+                          f"(e.g. 2026-12-01T00:00:00Z), got {text!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
 def _check_type(section: str, key: str, value: Any, like: Any) -> Any:
     name = f"config: {section}.{key}"
+    if (section, key) in TIME_KEYS:
+        parse_time_ms(value, f"{section}.{key}")
+        return value
     if isinstance(like, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{name} must be true or false, got {value!r}")
@@ -192,6 +255,32 @@ class JobConfig:
         seed = self["privacy.seed"]
         return None if seed < 0 else seed
 
+    @property
+    def mode(self) -> str:
+        """``live`` or ``replay`` (``window.mode``)."""
+        return self["window.mode"]
+
+    @property
+    def origin_ms(self) -> int | None:
+        """The configured schedule origin (``None``: live default, the deployment's first start)."""
+        return parse_time_ms(self["window.origin"], "window.origin")
+
+    @property
+    def until_ms(self) -> int | None:
+        """The configured end of the schedule (exclusive), if any."""
+        return parse_time_ms(self["window.until"], "window.until")
+
+    def schedule(self, origin_ms: int | None = None) -> "ReleaseSchedule":
+        """The release schedule, with ``origin_ms`` (the ledger's stored origin) where none is configured."""
+        from .schedule import ReleaseSchedule
+
+        w = self.values["window"]
+        origin = self.origin_ms if self.origin_ms is not None else origin_ms
+        if origin is None:
+            raise ValueError("JobConfig: the schedule's origin is not known yet (see stream.origin.resolve_origin)")
+        return ReleaseSchedule(size_ms=w["size_ms"], origin_ms=origin, mode=w["mode"], grace_ms=w["grace_ms"],
+                               until_ms=self.until_ms, max_future_ms=w["max_future_ms"], max_past_ms=w["max_past_ms"])
+
     def deployment_fingerprint(self) -> str:
         """A short hash of everything that makes two runs the *same deployment* (topics, input,
         hierarchy, windows, privacy, parallelism): runs share checkpoints and a release ledger
@@ -204,7 +293,8 @@ class JobConfig:
             "kafka": {k: v["kafka"][k] for k in ("input_topic", "reports_topic", "group_id")},
             "input": dict(v["input"]),
             "hierarchy": dict(v["hierarchy"]),
-            "window": dict(v["window"]),
+            # until and the clock's tick only say when a job stops and how often it looks at the clock
+            "window": {k: x for k, x in v["window"].items() if k not in ("until", "clock_tick_ms")},
             "privacy": {k: x for k, x in v["privacy"].items() if k != "expected_window_size"},  # a hint only
             "parallelism": v["flink"]["parallelism"],
         }
@@ -253,17 +343,13 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
             raise ConfigError(f"config: kafka.{key} must not be empty")
     if k["wait_s"] < 0:
         raise ConfigError(f"config: kafka.wait_s must be >= 0, got {k['wait_s']}")
-    if k["start"] not in ("earliest", "latest", "committed"):
-        raise ConfigError(f"config: kafka.start must be earliest, latest or committed, got {k['start']!r}")
+    if k["start"] not in ("auto", "earliest", "latest", "committed"):
+        raise ConfigError(f"config: kafka.start must be auto, earliest, latest or committed, got {k['start']!r}")
     if i["format"] not in FORMATS:
         raise ConfigError(f"config: input.format must be one of {', '.join(FORMATS)}, got {i['format']!r}")
     if i["max_message_bytes"] < 4:
         raise ConfigError(f"config: input.max_message_bytes must be >= 4, got {i['max_message_bytes']}")
-    if w["size_ms"] < 1:
-        raise ConfigError(f"config: window.size_ms must be >= 1, got {w['size_ms']}")
-    for key in ("allowed_lateness_ms", "out_of_orderness_ms"):
-        if w[key] < 0:
-            raise ConfigError(f"config: window.{key} must be >= 0, got {w[key]}")
+    _check_window(w)
     if f["resume"] not in ("latest", "none"):
         raise ConfigError(f"config: flink.resume must be 'latest' or 'none', got {f['resume']!r}")
     if f["restart_attempts"] < 0:
@@ -278,6 +364,9 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     if not 0 <= values["output"]["test_checkpoint_delay_ms"] <= 600_000:
         raise ConfigError("config: output.test_checkpoint_delay_ms must be between 0 and 600000, "
                           f"got {values['output']['test_checkpoint_delay_ms']}")
+    for key in ("test_slow_decode_ms", "test_hold_s"):
+        if not 0 <= values["output"][key] <= 600_000:
+            raise ConfigError(f"config: output.{key} must be between 0 and 600000, got {values['output'][key]}")
     if f["checkpoint_interval_ms"] < 100:
         raise ConfigError(f"config: flink.checkpoint_interval_ms must be >= 100, got {f['checkpoint_interval_ms']}")
     try:
@@ -306,6 +395,35 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     if p["expected_window_size"] < 0:
         raise ConfigError(f"config: privacy.expected_window_size must be >= 0, got {p['expected_window_size']}")
     return JobConfig(values, hierarchy, params, unit, budget, _budget_guard(p, budget))
+
+
+def _check_window(w: Mapping[str, Any]) -> None:
+    """The schedule keys (see :mod:`stream.schedule`): mode, size, origin/until, grace and bands."""
+    from .schedule import MAX_SCHEDULE_WINDOWS, MODES, REPLAY
+
+    if w["mode"] not in MODES:
+        raise ConfigError(f"config: window.mode must be 'live' or 'replay', got {w['mode']!r}")
+    if w["size_ms"] < 1:
+        raise ConfigError(f"config: window.size_ms must be >= 1, got {w['size_ms']}")
+    for key in ("grace_ms", "max_future_ms", "max_past_ms"):
+        if w[key] < 0:
+            raise ConfigError(f"config: window.{key} must be >= 0, got {w[key]}")
+    if not 1 <= w["clock_tick_ms"] <= 60_000:
+        raise ConfigError(f"config: window.clock_tick_ms must be between 1 and 60000, got {w['clock_tick_ms']}")
+    origin, until = parse_time_ms(w["origin"], "window.origin"), parse_time_ms(w["until"], "window.until")
+    for key, value in (("origin", origin), ("until", until)):
+        if value is not None and (value < 0 or value % w["size_ms"]):
+            raise ConfigError(f"config: window.{key} must be a window boundary (a multiple of window.size_ms = "
+                              f"{w['size_ms']} ms since the epoch), got {value}")
+    if w["mode"] == REPLAY and (origin is None or until is None):
+        raise ConfigError("config: window.mode = 'replay' needs window.origin and window.until (the public range "
+                          "[origin, until) whose every window gets a report)")
+    if origin is not None and until is not None:
+        if until <= origin:
+            raise ConfigError(f"config: window.until ({w['until']}) must be after window.origin ({w['origin']})")
+        if (until - origin) // w["size_ms"] > MAX_SCHEDULE_WINDOWS:
+            raise ConfigError(f"config: window.origin .. window.until spans {(until - origin) // w['size_ms']} windows; "
+                              f"at most {MAX_SCHEDULE_WINDOWS} (each gets a report): use larger windows or a shorter range")
 
 
 def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
@@ -375,6 +493,8 @@ def load_config(
     for item in overrides:
         dotted, sep, text = item.partition("=")
         section, _, key = dotted.strip().partition(".")
+        if sep and f"{section}.{key}" in REPLACED:
+            raise _unknown_key(f"{section}.{key}", "--set")
         if not sep or section not in DEFAULTS or key not in DEFAULTS[section]:
             raise ConfigError(f"config: --set expects section.key=value with a known key, got {item!r}")
         values[section][key] = _coerce(section, key, text.strip(), DEFAULTS[section][key])

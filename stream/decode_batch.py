@@ -1,10 +1,18 @@
 """What the ``decode`` operator does with one batch of Kafka messages (plain logic, no Flink).
 
-Message by message, exactly as if each had arrived alone (the batcher keeps order and watermarks):
-a message that does not decode goes to the dead letters with its reason; a message without a
-usable event time (Kafka timestamp, or the JSON time field when configured) is dead-lettered as
-``no_timestamp``; a message whose window is already released at the current watermark is dropped
-and counted as late; the values of the others are grouped by window, input order kept.
+Message by message, exactly as if each had arrived alone (the batcher keeps order):
+
+* a clock record (:data:`stream.clock.TICK`) is skipped: it carries no element;
+* a message that does not decode goes to the dead letters with its reason (an unparsable record);
+* a message without a timestamp is dead-lettered as ``no_timestamp``;
+* the others are judged by :meth:`stream.schedule.ReleaseSchedule.accept` on their own times only
+  (event time: the JSON time field if configured, else the record timestamp; arrival: the record
+  timestamp): rejected ones are dead-lettered with an element reason
+  (:data:`stream.schedule.ELEMENT_REASONS`), and the values of the rest are grouped by window,
+  input order kept. A packed message is decoded element by element whatever its size; all its
+  elements share the message's timestamp and so its verdict.
+
+Nothing here depends on a watermark or on any other message (spec §0.1 e).
 """
 
 from __future__ import annotations
@@ -16,43 +24,56 @@ import numpy as np
 
 from connectors.decode import MessageDecoder
 
+from .clock import TICK, is_tick
 from .message_batch import NO_TIMESTAMP, unpack_batch
-from .windows import TumblingWindows
+from .schedule import ELEMENT_REASONS, ReleaseSchedule
 
 __all__ = ["BatchOutcome", "decode_batch"]
+
+_TICK_LENGTH = len(TICK)
 
 
 @dataclass
 class BatchOutcome:
-    """``dead``: (reason, message, timestamp or None) per bad message; ``late``: messages dropped as
-    late; ``windows``: (window start, values, units) per window touched, values in input order,
-    ``units`` the privacy-unit keys aligned with them (``None`` when the decoder reads none)."""
+    """``dead``: (reason, message, record timestamp or None) per rejected message, in order;
+    ``windows``: (window start, values, units) per window touched, values in input order, ``units``
+    the privacy-unit keys aligned with them (``None`` when the decoder reads none); ``ticks``: the
+    clock records seen (skipped)."""
 
     dead: list[tuple[str, bytes | None, int | None]] = field(default_factory=list)
-    late: int = 0
-    windows: list[tuple[int, Any]] = field(default_factory=list)
+    windows: list[tuple[int, Any, Any]] = field(default_factory=list)
+    ticks: int = 0
 
 
-def decode_batch(data: bytes, decoder: MessageDecoder, windows: TumblingWindows, watermark: int) -> BatchOutcome:
-    """Decode one ``MessageBatcher`` record at ``watermark`` (see the module docstring)."""
+def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule) -> BatchOutcome:
+    """Decode one ``MessageBatcher`` record under ``schedule`` (see the module docstring)."""
     timestamps, messages = unpack_batch(data)
-    decoded = decoder.decode_many(messages)
     out = BatchOutcome()
+    ticks = {i for i, m in enumerate(messages) if m is not None and len(m) == _TICK_LENGTH and is_tick(m)}
+    out.ticks = len(ticks)
+    if ticks:
+        kept = [i for i in range(len(messages)) if i not in ticks]
+        timestamps = timestamps[np.array(kept, dtype=np.int64)]
+        messages = [messages[i] for i in kept]
+    if not messages:
+        return out
+    decoded = decoder.decode_many(messages)
     kafka_ts = [None if t == NO_TIMESTAMP else t for t in timestamps.tolist()]
-    times = timestamps.copy()
+    good = np.array([r is None for r in decoded.reasons], dtype=bool)
+    stamped = timestamps >= 0  # NO_TIMESTAMP, and Kafka's -1 ("no timestamp"), are negative
+    events = timestamps.copy()
     if decoded.event_times is not None:
         own = decoded.event_times >= 0
-        times[own] = decoded.event_times[own]
-    good = np.array([r is None for r in decoded.reasons], dtype=bool)
-    timed = times >= 0  # NO_TIMESTAMP is negative
-    for i in np.flatnonzero(~good).tolist():
-        out.dead.append((decoded.reasons[i], messages[i], kafka_ts[i]))
-    for i in np.flatnonzero(good & ~timed).tolist():
-        out.dead.append(("no_timestamp", messages[i], None if times[i] == NO_TIMESTAMP else int(times[i])))
-    starts = times - times % windows.size_ms
-    late = good & timed & (starts + (windows.size_ms - 1 + windows.allowed_lateness_ms) <= watermark)
-    out.late = int(np.count_nonzero(late))
-    keep = good & timed & ~late
+        events[own] = decoded.event_times[own]
+    starts, verdict = schedule.accept(np.where(stamped, events, 0), np.where(stamped, timestamps, 0))
+    keep = good & stamped & (verdict < 0)
+    for i in np.flatnonzero(~keep).tolist():
+        if not good[i]:
+            out.dead.append((decoded.reasons[i], messages[i], kafka_ts[i]))
+        elif not stamped[i]:
+            out.dead.append(("no_timestamp", messages[i], kafka_ts[i]))
+        elif verdict[i] >= 0:
+            out.dead.append((ELEMENT_REASONS[int(verdict[i])], messages[i], kafka_ts[i]))
     if not keep.any():
         return out
     element_keep = np.repeat(keep, decoded.counts)

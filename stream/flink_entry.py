@@ -34,11 +34,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = load_config(args.config, overrides=args.set)
     if cfg["flink.remote"]:
         raise SystemExit("stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster")
-    from connectors.kafka_io import create_topics
+    import time
 
-    create_topics(cfg.kafka_client_options(),
-                  [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]],
-                  partitions=cfg["flink.parallelism"])  # the job's sinks need their topics to exist
+    from .ledger import resolve_origin
+    from .runner import ensure_job_topics
+
+    ensure_job_topics(cfg)  # the job's sinks need their topics to exist; a live input records arrival times
+    resolve_origin(cfg, int(time.time() * 1000))  # the public schedule's origin, stored in the ledger
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     env = StreamExecutionEnvironment.get_execution_environment()

@@ -1,10 +1,13 @@
 """The Flink job graph of the stream engine and its submission (embedded MiniCluster by default).
 
-Kafka source (record timestamp = event time) → ``batch`` (Java: consecutive messages packed
-into one record, flushed before every watermark and barrier) → ``decode`` → key by sketch id → ``sketch`` → key by
-one constant → ``release`` → Kafka reports sink (exactly once, transactional) ; the dead-letter side
-output of ``decode`` → Kafka dead-letter sink. Checkpoints make state and Kafka offsets exactly
-once; the release ledger makes each window's report computed once and published identically.
+Kafka source (record timestamp = the broker's log-append time in live mode; watermark = the
+broker's clock from the job's clock records, or none in a replay) → ``batch`` (Java: consecutive
+messages packed into one record, flushed before every watermark and barrier) → ``decode`` → key by
+partition → ``sketch`` → (with one start record) key by one constant → ``release`` → record
+timestamps (Java: each report's is its scheduled release time) → Kafka reports sink (exactly once,
+transactional); the dead-letter side output of ``decode`` → Kafka dead-letter sink. Checkpoints
+make state and Kafka offsets exactly once; the release ledger makes each window's report computed
+once and published identically. The release schedule is public (:mod:`stream.schedule`).
 
 PyFlink starts a JVM ("gateway") on first use; :func:`prepare_gateway` must run before any PyFlink
 object exists: it builds a lib folder (PyFlink's jars + the Prometheus reporter, which a
@@ -20,20 +23,18 @@ from pathlib import Path
 from typing import Iterable
 
 from .config import JobConfig
-from .operators import (STEP_IDS, CapOperator, DecodeOperator, JsonTimeAssigner, ReleaseOperator, SketchOperator,
-                        dead_letter_tag)
+from .operators import STEP_IDS, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
 
-__all__ = ["ROOT", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = ["ROOT", "METRIC_INCLUDES", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
-#: Flink metric filter (scope:names) of metrics that count records, bytes or offsets (including the
-#: Kafka clients' record-send / records-lag counters, the bytes aligned at checkpoints and the
-#: checkpointed state size, which counts buffered addresses and, at user level, units). dphhh's
-#: own metric names avoid these words (``dead_letters_<reason>``, ``watermark_age_ms``, …) so that
-#: they pass.
-RAW_METRIC_FILTER = ("*:*Records*,*records*,*Record*,*record*,*Bytes*,*bytes*,*ffset*,*Lag*,*lag*,*ProcessedData*,"
-                     "*PersistedData*,*CheckpointSize*,*CheckpointFullSize*")
+#: Flink's Prometheus reporter exports only these metrics (``filter.includes``; spec §0.1 f): dphhh's
+#: own operator counters (the public schedule's windows and the dead letters of records that are not
+#: elements; :mod:`stream.metrics_catalog`) and the job's restart count.
+#: Everything else Flink measures — records, bytes, offsets, lag, watermarks, busy and back-pressure
+#: time, heap, checkpoint sizes and durations — tracks the data and stays inside.
+METRIC_INCLUDES = ("taskmanager.job.task.operator.dphhh.*:*", "jobmanager.job:numRestarts")
 
 
 def ensure_jars() -> list[Path]:
@@ -194,10 +195,8 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
     conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(f["restart_attempts"]))
     conf.set_string("metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory")
     conf.set_string("metrics.reporter.prom.port", f["prometheus_port"])
-    # Flink's built-in record/byte counters and Kafka offsets count stream elements exactly (with one
-    # address per message they *are* the window sizes): spec §0 (c) lets nothing raw leave, so the
-    # reporter does not export them.
-    conf.set_string("metrics.reporter.prom.filter.excludes", RAW_METRIC_FILTER)
+    # an allow-list: only catalogued, data-independent metrics leave (see METRIC_INCLUDES)
+    conf.set_string("metrics.reporter.prom.filter.includes", ";".join(METRIC_INCLUDES))
     conf.set_string("python.fn-execution.bundle.size", "1000")
     conf.set_string("python.fn-execution.bundle.time", "200")
     if f["remote"]:
@@ -231,10 +230,34 @@ def _batched(records, cfg: JobConfig):
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
 
 
+def _clock_watermarks():
+    """The live job's watermark strategy: the broker's clock, read from the job's clock records
+    (Java ``ClockWatermarks``, one generator per input partition; see :mod:`stream.clock`)."""
+    from pyflink.common import WatermarkStrategy
+    from pyflink.java_gateway import get_gateway
+
+    return WatermarkStrategy(get_gateway().jvm.io.dphhh.flink.ClockWatermarks())
+
+
+def _with_record_timestamps(stream, step: str):
+    """``stream`` of :func:`stream.operators.stamp` values → the values, each with its own Kafka
+    record timestamp (Java ``ScheduledTimestamps``): a report's is its scheduled release time."""
+    from pyflink.common import Types
+    from pyflink.datastream.data_stream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    op = get_gateway().jvm.io.dphhh.flink.ScheduledTimestamps()
+    uid = f"{step}-timestamps"
+    return DataStream(stream._j_data_stream.transform(uid, raw.get_java_type_info(), op)).uid(uid)
+
+
 def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
-    """Add the job's sources, operators and sinks to ``env``."""
-    from pyflink.common import ByteArraySchema, Duration, Types, WatermarkStrategy
+    """Add the job's sources, operators and sinks to ``env`` (the schedule's origin must be stored
+    already, see :func:`stream.ledger.resolve_origin`)."""
+    from pyflink.common import ByteArraySchema, Types, WatermarkStrategy
     from pyflink.datastream.connectors.base import DeliveryGuarantee
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
     from pyflink.datastream.connectors.kafka import (
         KafkaOffsetsInitializer,
         KafkaRecordSerializationSchema,
@@ -242,7 +265,13 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         KafkaSource,
     )
 
-    k, w = cfg.values["kafka"], cfg.values["window"]
+    from .ledger import job_schedule
+    from .operators import START
+    from .schedule import LIVE
+
+    k = cfg.values["kafka"]
+    schedule = job_schedule(cfg)
+    live = schedule.mode == LIVE
     values = {s: dict(v) for s, v in cfg.values.items()}
     # Workers may run elsewhere (a cluster's TaskManagers): relative output paths mean "relative to
     # where dphhh was started". On a multi-host cluster they must be on storage every worker shares.
@@ -251,6 +280,8 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
             values["output"][key] = str(Path(values["output"][key]).resolve())
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
     starts = {
+        # live: the first record appended at or after the schedule's origin; replay: the whole log
+        "auto": KafkaOffsetsInitializer.timestamp(schedule.origin_ms) if live else KafkaOffsetsInitializer.earliest(),
         "earliest": KafkaOffsetsInitializer.earliest(),
         "latest": KafkaOffsetsInitializer.latest(),
         "committed": KafkaOffsetsInitializer.committed_offsets(),
@@ -263,18 +294,12 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         .set_starting_offsets(starts[k["start"]])
         .set_value_only_deserializer(ByteArraySchema())
     )
-    if k["bounded"]:
+    if not live:  # a replay reads the log as it is at start, then releases its whole range
         source = source.set_bounded(KafkaOffsetsInitializer.latest())
     source = _kafka_properties(source, cfg).build()
-    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(w["out_of_orderness_ms"]))
-    time_field = cfg.values["input"]["json_time_field"]
-    if cfg.values["input"]["format"] == "json" and time_field:
-        records = env.from_source(source, WatermarkStrategy.no_watermarks(), STEP_IDS["source"]).uid(STEP_IDS["source"])
-        records = records.assign_timestamps_and_watermarks(
-            watermarks.with_timestamp_assigner(JsonTimeAssigner(time_field))
-        ).uid("json-event-time")
-    else:
-        records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
+    # no watermark is ever made from the data: the broker's clock (live) or end of input (replay)
+    watermarks = _clock_watermarks() if live else WatermarkStrategy.no_watermarks()
+    records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
 
     batched = _batched(records, cfg)
     batches = (
@@ -297,9 +322,13 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         .name(STEP_IDS["sketch"])
         .uid(STEP_IDS["sketch"])
     )
+    # one start record arms the release operator's first timer, whether or not any element comes (a
+    # parallel source, so that its edges keep the job's parallelism)
+    start = (env.from_source(NumberSequenceSource(START, START), WatermarkStrategy.no_watermarks(), "start").uid("start")
+             .map(lambda n: (n, b""), output_type=Types.TUPLE([Types.LONG(), raw])).uid("start-record"))
     reports = (
-        releases.key_by(lambda r: 0, key_type=Types.INT())
-        .process(ReleaseOperator(values, str(run_dir)), output_type=raw)
+        releases.union(start).key_by(lambda r: 0, key_type=Types.INT())
+        .process(ReleaseOperator(values, str(run_dir), cfg.kafka_client_options()), output_type=raw)
         .name(STEP_IDS["release"])
         .uid(STEP_IDS["release"])
         .set_parallelism(1)
@@ -322,11 +351,11 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         return _kafka_properties(builder, cfg).build()
 
     # one writer: reports reach the topic in window order (a parallel sink would interleave transactions)
-    reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(
+    stamped_reports = _with_record_timestamps(reports, STEP_IDS["reports"]).set_parallelism(1)
+    stamped_reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(
         STEP_IDS["reports"]).set_parallelism(1)
-    dead.sink_to(sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])).name(STEP_IDS["dead_letter"]).uid(
-        STEP_IDS["dead_letter"]
-    )
+    _with_record_timestamps(dead, STEP_IDS["dead_letter"]).sink_to(
+        sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])).name(STEP_IDS["dead_letter"]).uid(STEP_IDS["dead_letter"])
 
 
 def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):

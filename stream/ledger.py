@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["ReleaseLedger", "LedgerError"]
+__all__ = ["ReleaseLedger", "LedgerError", "resolve_origin", "job_schedule"]
 
 _NAME = re.compile(r"^window-(-?\d+)\.json$")
 
@@ -95,22 +95,52 @@ class ReleaseLedger:
         return report
 
     def schedule_start(self, first_window: int) -> int:
-        """The deployment's first window: stored durably on first call, returned ever after.
+        """The deployment's schedule origin (its first window): stored durably on first call,
+        returned ever after (``first_window`` is then ignored).
 
-        The release schedule (every window from this one on gets exactly one report) must survive
-        restores from checkpoints taken before the first release, so it lives here, not in state.
+        Every window from this one on gets exactly one report (spec §0.1 d). It is
+        public: the configured ``window.origin`` or the window of the deployment's first start —
+        never the time of an element — and it lives here, not in Flink state, so that it survives
+        restores from any checkpoint and is the same for every operator of the job.
         """
+        stored = self.stored_schedule_start()
+        if stored is not None:
+            return stored
+        self._write_durably(self.directory / "schedule-start", str(int(first_window)).encode(), "the schedule start")
+        return int(first_window)
+
+    def stored_schedule_start(self) -> int | None:
+        """The stored schedule origin, or ``None`` before the deployment's first start."""
         path = self.directory / "schedule-start"
         try:
             return int(path.read_text().strip())
         except FileNotFoundError:
-            pass
+            return None
         except (OSError, ValueError) as exc:
             raise LedgerError(f"ReleaseLedger: cannot read the schedule start: {exc}") from None
-        self._write_durably(path, str(int(first_window)).encode(), str(path))
-        return int(first_window)
 
     def windows(self) -> list[int]:
         """Window starts with a stored report, ascending."""
         found = [int(m.group(1)) for p in self.directory.iterdir() if (m := _NAME.match(p.name))]
         return sorted(found)
+
+
+def resolve_origin(cfg, now_ms: int) -> int:
+    """The schedule origin of ``cfg``'s deployment: ``window.origin`` if configured, else the window
+    holding ``now_ms`` on the deployment's first start; stored in the ledger either way (called by
+    ``dphhh run`` and ``stream.flink_entry`` before the job is submitted)."""
+    size = cfg["window.size_ms"]
+    first = cfg.origin_ms if cfg.origin_ms is not None else now_ms - now_ms % size
+    return ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
+
+
+def job_schedule(cfg):
+    """The release schedule the job's operators use: the configured origin, or the one stored in
+    the ledger by :func:`resolve_origin` (shared storage on a cluster)."""
+    origin = cfg.origin_ms
+    if origin is None:
+        origin = ReleaseLedger(cfg["output.ledger_dir"]).stored_schedule_start()
+        if origin is None:
+            raise LedgerError(f"ReleaseLedger: {cfg['output.ledger_dir']} holds no schedule origin; start the job with "
+                              "`dphhh run` or `stream.flink_entry`, which store it (or set window.origin)")
+    return cfg.schedule(origin)

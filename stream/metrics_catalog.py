@@ -1,15 +1,18 @@
 """The catalogue of metrics dphhh exports, by endpoint (used by the dashboards and their tests).
 
-* Flink's Prometheus reporter (``flink.prometheus_port``): dphhh's operator metrics, named
-  ``flink_taskmanager_job_task_operator_dphhh_<step>_<name>`` (a counter's series appears with its
-  first increment: dashboards use ``or vector(0)``), plus the Flink metrics the dashboards use.
-* ``dphhh run``'s endpoint (``output.metrics_port``): :data:`stream.report_metrics.METRIC_NAMES`.
+Every exported metric is public or computed from published reports (spec §0.1 f):
 
-No metric counts stream elements: Flink's own record/byte/offset/lag counters are filtered out
-(:data:`stream.job.RAW_METRIC_FILTER`), dead letters, late messages and elements over the privacy
-unit's cap are counts of records *excluded* from the release (exact, operational, not covered by
-the guarantee — see README "Guarantees and failure behaviour"), and everything about the data
-itself comes from published (noisy) reports.
+* Flink's Prometheus reporter (``flink.prometheus_port``) exports an **allow-list**
+  (:data:`stream.job.METRIC_INCLUDES`): dphhh's operator counters, named
+  ``flink_taskmanager_job_task_operator_dphhh_<step>_<name>`` (a counter's series appears with its
+  first increment: dashboards use ``or vector(0)``) — the public schedule's windows released,
+  republished after a failure and refused by the budget guard, and the dead letters of records
+  that are **not elements** (unparsable: operational counts, documented as such) — and the job's
+  restart count. Elements the schedule rejects (late, outside the band or the schedule) are
+  dead-lettered but counted nowhere; Flink's record/byte/offset/lag counters, watermarks,
+  busy/back-pressure times, heap and checkpoint sizes are not exported.
+* ``dphhh run``'s endpoint (``output.metrics_port``): :data:`stream.report_metrics.METRIC_NAMES`,
+  computed from the published reports (and the broker's reachability at start).
 """
 
 from __future__ import annotations
@@ -18,27 +21,20 @@ from connectors.decode import REASONS
 
 from .report_metrics import METRIC_NAMES as REPORT_METRICS
 
-__all__ = ["OPERATOR_COUNTERS", "OPERATOR_GAUGES", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS", "prometheus_name"]
+__all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS", "FORBIDDEN_WORDS",
+           "prometheus_name"]
 
-#: step → the counters of that operator (dead letters: one per reason).
+#: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
-    "decode": ("late_messages_dropped", "dead_letters_no_timestamp", "dead_letters_bad_batch",
-               *(f"dead_letters_{r}" for r in REASONS)),
-    "cap": ("unit_cap_dropped", "late_batches_dropped"),
-    "sketch": ("sketches_released", "late_batches_dropped"),
-    "release": ("windows_released", "windows_republished", "windows_refused", "late_releases_dropped"),
+    "decode": ("dead_letters_no_timestamp", "dead_letters_bad_batch", *(f"dead_letters_{r}" for r in REASONS)),
+    "release": ("windows_released", "windows_republished", "windows_refused"),
 }
-#: step → gauges.
-OPERATOR_GAUGES: dict[str, tuple[str, ...]] = {"decode": ("watermark_age_ms",)}
-#: Flink's own metrics that the dashboards use (none counts elements).
-FLINK_METRICS = (
-    "flink_jobmanager_job_lastCheckpointDuration",
-    "flink_jobmanager_job_numberOfCompletedCheckpoints",
-    "flink_jobmanager_job_numberOfFailedCheckpoints",
-    "flink_jobmanager_job_numRestarts",
-    "flink_taskmanager_job_task_busyTimeMsPerSecond",
-    "flink_taskmanager_job_task_backPressuredTimeMsPerSecond",
-)
+#: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
+FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)
+#: Words of metric names that track the data and must never be exported (checked on live scrapes).
+FORBIDDEN_WORDS = ("busyTime", "backPressured", "Watermark", "Heap", "incoming_byte", "fetch_size", "Records",
+                   "Bytes", "ffset", "_lag", "CheckpointSize", "CheckpointDuration", "_late_", "unit_cap",
+                   "sketches_released")
 
 
 def prometheus_name(step: str, name: str) -> str:
@@ -48,6 +44,5 @@ def prometheus_name(step: str, name: str) -> str:
 
 JOB_METRICS: tuple[str, ...] = (
     *(prometheus_name(step, n) for step, names in OPERATOR_COUNTERS.items() for n in names),
-    *(prometheus_name(step, n) for step, names in OPERATOR_GAUGES.items() for n in names),
     *FLINK_METRICS,
 )

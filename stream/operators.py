@@ -1,22 +1,24 @@
 """The stream job's operators: thin PyFlink adapters around plain, unit-tested logic.
 
 * :class:`DecodeOperator` (``decode``): message bytes → per-(level, partition) key batches tagged
-  with their window; bad records to the dead-letter side output (reason + original bytes), late
-  records dropped and counted.
+  with their window (:func:`stream.decode_batch.decode_batch`: the public schedule's per-element
+  acceptance); clock records skipped; bad and rejected records to the dead-letter side output
+  (reason + original bytes).
 * :class:`CapOperator` (``cap``, keyed by unit shard; user-level privacy only): keeps at most
-  ``privacy.unit_cap`` elements per privacy unit and window (arrival order), drops and counts the
-  excess, and forwards the kept values to the sketch partitions.
+  ``privacy.unit_cap`` elements per privacy unit and window (arrival order), drops the excess,
+  and forwards the kept values to the sketch partitions.
 * :class:`SketchOperator` (``sketch``, keyed by key partition): the h level sketches of that
   partition, per window, in keyed MapState (one keyed record per message and partition carries
-  every level's keys); at the window's release time it runs :func:`privacy.window.release_sketch`
-  for each level and emits the **noisy** releases only.
-* :class:`ReleaseOperator` (``release``, one key): gathers a window's releases, and at the
-  window's release time publishes its report through :class:`~stream.assembler.WindowAssembler`
-  (durable ledger first, then the JSON-lines file, then the Kafka sink), including windows in
-  which no element arrived.
+  every level's keys); at the window's scheduled release time it runs
+  :func:`privacy.window.release_sketch` for each level and emits the **noisy** releases only.
+* :class:`ReleaseOperator` (``release``, one key): publishes every window of the public schedule
+  once, at its scheduled time, through :class:`~stream.assembler.WindowAssembler` (durable ledger
+  first, then the JSON-lines file, then the Kafka sink), whether or not any element arrived.
 
 Each operator has a stable id (its Flink ``uid``, its state names' prefix and its metric group).
-Raw counts and addresses never reach a log line, a metric or an exception message.
+Raw counts and addresses never reach a log line, a metric or an exception message; the only
+counters are the public schedule's (windows released, republished, refused) and the dead letters
+of records that are not elements (spec §0.1 f).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from connectors.decode import MessageDecoder
+from connectors.decode import REASONS, MessageDecoder
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
@@ -37,11 +39,14 @@ from sketches.misra_gries import MisraGries
 from sketches.partition import partition_of
 
 from .assembler import WindowAssembler, noise_source_factory, sketch_id, sketch_of_id
+from .clock import shared_ticker, stop_shared_ticker
 from .config import JobConfig
 from .decode_batch import decode_batch
 from .ledger import LedgerError, ReleaseLedger
 from .message_batch import BatchFormatError
-from .windows import MAX_WATERMARK, TumblingWindows
+from .schedule import LIVE, REPLAY
+
+MAX_WATERMARK = 2**63 - 1
 
 try:  # PyFlink is needed to run the job, not to import the plain logic above
     from pyflink.common import Types
@@ -51,8 +56,9 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
-__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "sketch_payloads", "unit_shards", "ReleaseOperator", "JsonTimeAssigner", "STEP_IDS", "expand",
-           "expand_by_partition", "ipv4_payloads", "pack_levels", "unpack_levels"]
+__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "ReleaseOperator", "STEP_IDS", "START", "TICK",
+           "COUNTED_REASONS", "sketch_payloads", "unit_shards", "expand", "expand_by_partition", "ipv4_payloads",
+           "pack_levels", "unpack_levels", "stamp", "unstamp"]
 
 STEP_IDS = {"source": "kafka-source", "batch": "batch", "decode": "decode", "cap": "cap", "sketch": "sketch",
             "release": "release",
@@ -223,37 +229,30 @@ def dead_letter_record(reason: str, value: bytes | None, timestamp: int | None) 
     ).encode("utf-8")
 
 
+NO_STAMP = -(2**63)
+
+
+def stamp(value: bytes, timestamp_ms: int | None) -> bytes:
+    """``value`` with its Kafka record timestamp in front (8 bytes, big-endian), for the Java
+    ``ScheduledTimestamps`` operator before a sink (``None``: no timestamp)."""
+    ts = NO_STAMP if timestamp_ms is None else int(timestamp_ms)
+    return ts.to_bytes(8, "big", signed=True) + value
+
+
+def unstamp(data: bytes) -> tuple[int | None, bytes]:
+    """Inverse of :func:`stamp` (for tests and tools)."""
+    ts = int.from_bytes(data[:8], "big", signed=True)
+    return (None if ts == NO_STAMP else ts), data[8:]
+
+
 def _open_common(op, runtime_context, step: str) -> None:
-    """What every operator sets up in ``open``: its configuration, windows and metric counters."""
+    """What every operator sets up in ``open``: its configuration, the public schedule and metric counters."""
     from .config import load_config_values
+    from .ledger import job_schedule
 
     op.cfg = load_config_values(op.cfg_values)
-    w = op.cfg.values["window"]
-    op.windows = TumblingWindows(w["size_ms"], w["allowed_lateness_ms"])
+    op.schedule = job_schedule(op.cfg)
     op.metrics = _Counters(runtime_context.get_metrics_group().add_group(METRIC_GROUP).add_group(STEP_IDS[step]))
-
-
-try:
-    from pyflink.common.watermark_strategy import TimestampAssigner
-except ImportError:  # pragma: no cover
-    TimestampAssigner = object  # type: ignore[misc,assignment]
-
-
-class JsonTimeAssigner(TimestampAssigner):
-    """Event time from a JSON field (epoch ms) when ``input.json_time_field`` is set; a record
-    without a usable field keeps its Kafka timestamp (decode then dead-letters it as ``bad_time``)."""
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-
-    def extract_timestamp(self, value, record_timestamp: int) -> int:
-        try:
-            t = json.loads(bytes(value)).get(self.field)
-        except (ValueError, AttributeError, TypeError, RecursionError):
-            return record_timestamp
-        if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**62:
-            return t
-        return record_timestamp
 
 
 class _Counters:
@@ -270,9 +269,15 @@ class _Counters:
         counter.inc(n)
 
 
+#: Dead-letter reasons counted in the job's metrics: records that are not elements (unparsable,
+#: operational). Well-formed elements rejected by the schedule (:data:`stream.schedule.ELEMENT_REASONS`)
+#: are dead-lettered but never counted in a metric (spec §0.1 f).
+COUNTED_REASONS = frozenset(REASONS) | {"no_timestamp", "bad_batch"}
+
+
 class DecodeOperator(ProcessFunction):
-    """Decode a batch of messages (from the Java ``MessageBatcher``), dead-letter bad ones, drop
-    late ones, expand the rest per level and partition (stateless)."""
+    """Decode a batch of messages (from the Java ``MessageBatcher``), skip clock records, dead-letter
+    bad and rejected ones, expand the rest per level and partition (stateless)."""
 
     def __init__(self, cfg_values: dict) -> None:
         self.cfg_values = cfg_values
@@ -289,44 +294,40 @@ class DecodeOperator(ProcessFunction):
             path_depth=self.cfg.hierarchy.h,
         )
         self.tag = dead_letter_tag()
-        self.ticked = None  # sketch operators are ticked once after open and at each new watermark window
-        self.watermark = -MAX_WATERMARK
-        # event-time age: wall clock minus the watermark seen with the latest batch (a time, not a count)
-        self.metrics.group.gauge("watermark_age_ms", self._watermark_age_ms)
+        self.ticked = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
         self.shards = self.cfg.values["flink"]["parallelism"]
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
         self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
-
-    def _watermark_age_ms(self) -> int:
-        import time
-
-        if self.watermark <= -MAX_WATERMARK or self.watermark >= MAX_WATERMARK:
-            return 0
-        return max(0, int(time.time() * 1000) - self.watermark)
+        self.slow_s = max(0, self.cfg.values["output"]["test_slow_decode_ms"]) / 1000
+        self.slow = self.slow_s > 0 and runtime_context.get_index_of_this_subtask() == 1
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
-        watermark = ctx.timer_service().current_watermark()
-        self.watermark = watermark
-        mark = self.windows.start_of(watermark) if watermark > -MAX_WATERMARK else -1
+        watermark = ctx.timer_service().current_watermark()  # the broker's clock (live), or none (replay)
+        mark = self.schedule.start_of(watermark) if watermark > -MAX_WATERMARK else -1
         if self.ticked is None or mark > self.ticked:
-            # A tick makes every sketch operator re-register the timers of its open windows: after a
-            # restore, timers registered just before the checkpoint may be missing from it.
+            # A tick makes every sketch operator re-register the timers of its open windows (after a
+            # restore, timers registered just before the checkpoint may be missing from it) and
+            # the release operator its next window's.
             self.ticked = mark
             for key in self.tick_keys:
                 yield key, TICK, b"", b""
+        if self.slow:  # test hook (output.test_slow_decode_ms): subtask 1 lags behind
+            import time
+
+            time.sleep(self.slow_s)
         try:
-            outcome = decode_batch(value, self.decoder, self.windows, watermark)
+            outcome = decode_batch(value, self.decoder, self.schedule)
         except BatchFormatError:  # jar and worker disagree: keep the bytes, never crash the job
             self.metrics.inc("dead_letters_bad_batch")
-            yield self.tag, dead_letter_record("bad_batch", value, ctx.timestamp())
+            yield self.tag, stamp(dead_letter_record("bad_batch", value, None), None)
             return
         for reason, message, timestamp in outcome.dead:
-            self.metrics.inc(f"dead_letters_{reason}")
-            yield self.tag, dead_letter_record(reason, message, timestamp)
-        if outcome.late:
-            self.metrics.inc("late_messages_dropped", outcome.late)
+            if reason in COUNTED_REASONS:
+                self.metrics.inc(f"dead_letters_{reason}")
+            own = timestamp if timestamp is not None and timestamp >= 0 else None
+            yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
         for start, values, units in outcome.windows:
             if self.user_level:
                 for shard, payload in unit_payloads(values, units, self.shards):
@@ -342,9 +343,37 @@ def unit_field_of(cfg: JobConfig) -> str | None:
     return key[5:].strip() if key.startswith("json:") else None
 
 
+class _Recent(dict):
+    """The decoded state values of the most recently used (key, window) pairs (their state holds
+    every one): a replay keeps every window of its range open until the end, and the decoded form is
+    ~20x the serialised one, so only a few stay decoded."""
+
+    LIMIT = 8
+
+    def get(self, key, default=None):
+        value = super().pop(key, None)
+        if value is None:
+            return default
+        self[key] = value  # most recent last
+        return value
+
+    def __setitem__(self, key, value) -> None:
+        super().pop(key, None)
+        super().__setitem__(key, value)
+        while len(self) > self.LIMIT:
+            del self[next(iter(self))]
+
+
+def _released(schedule, window: int, ctx) -> bool:
+    """Whether ``window``'s release time has passed (a batch for it can then only come from a broker
+    clock that went backwards; it is dropped, and nothing about it is exported)."""
+    return schedule.release_time(window) <= ctx.timer_service().current_watermark()
+
+
 class CapOperator(KeyedProcessFunction):
     """Keyed by unit shard: at most ``privacy.unit_cap`` elements per unit and window go on to the
-    sketches (the first ones in arrival order); the excess is dropped and counted."""
+    sketches (the first ones in arrival order); the excess is dropped (and not counted anywhere:
+    the number would track the data, spec §0.1 f)."""
 
     def __init__(self, cfg_values: dict) -> None:
         self.cfg_values = cfg_values
@@ -355,18 +384,17 @@ class CapOperator(KeyedProcessFunction):
             MapStateDescriptor(f"{STEP_IDS['cap']}-units", Types.LONG(), _bytes_type())
         )
         self.partitions = range(self.cfg.params.partitions)
-        self.cache: dict[tuple[int, int], UnitCap] = {}  # (shard, window) → the state's current value
+        self.cache: dict[tuple[int, int], UnitCap] = _Recent()  # (shard, window) → the state's current value
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         _, window, payload, _ = value
         if window == TICK:
             for open_window in list(self.state.keys()):
-                ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
+                ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
             for p in self.partitions:
                 yield p, TICK, b"", b""
             return
-        if self.windows.is_late(window, ctx.timer_service().current_watermark()):
-            self.metrics.inc("late_batches_dropped")
+        if _released(self.schedule, window, ctx):
             return
         where = (ctx.get_current_key(), window)
         cap = self.cache.get(where)
@@ -374,30 +402,28 @@ class CapOperator(KeyedProcessFunction):
             data = self.state.get(window)
             if data is None:
                 cap = UnitCap(self.cfg.unit.cap)
-                ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+                ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
             else:
                 cap = UnitCap.from_bytes(data)
             self.cache[where] = cap
         units, values = unpack_unit_payload(payload)
-        before = cap.dropped
         keep = cap.keep(units)
         self.state.put(window, cap.to_bytes())
-        if cap.dropped > before:
-            self.metrics.inc("unit_cap_dropped", cap.dropped - before)
         kept = [v for v, k in zip(values, keep.tolist()) if k] if isinstance(values, list) else values[keep]
         if len(kept):
             for p, out, labels in sketch_payloads(kept, self.cfg):
                 yield p, window, out, labels
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        window = self.windows.start_of_release_time(timestamp)
+        window = self.schedule.start_of_release_time(timestamp)
         self.cache.pop((ctx.get_current_key(), window), None)
         self.state.remove(window)
         yield from ()  # PyFlink iterates what on_timer returns
 
 
 class SketchOperator(KeyedProcessFunction):
-    """Keyed by partition: the h level sketches per window; releases noisy values at window end."""
+    """Keyed by partition: the h level sketches per window; releases noisy values at the window's
+    scheduled release time."""
 
     def __init__(self, cfg_values: dict) -> None:
         self.cfg_values = cfg_values
@@ -410,7 +436,7 @@ class SketchOperator(KeyedProcessFunction):
         self.label_state = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['sketch']}-labels", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
-        self.cache: dict[tuple[int, int], list[MisraGries]] = {}
+        self.cache: dict[tuple[int, int], list[MisraGries]] = _Recent()
         self.noise_for = noise_source_factory(self.cfg.seed)
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
@@ -438,16 +464,16 @@ class SketchOperator(KeyedProcessFunction):
         partition, window, payload, labels = value
         if window == TICK:  # re-register the timers of every open window (see DecodeOperator)
             for open_window in list(self.state.keys()):
-                ctx.timer_service().register_event_time_timer(self.windows.release_time(open_window))
+                ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
+            yield TICK, b""  # and let the release operator register its next window's
             return
-        if self.windows.is_late(window, ctx.timer_service().current_watermark()):
-            self.metrics.inc("late_batches_dropped")
+        if _released(self.schedule, window, ctx):
             return
         sketches = self._sketches(partition, window)
         if sketches is None:
             sketches = [MisraGries(self.cfg.params.counters) for _ in range(self.cfg.hierarchy.h)]
             self.cache[(partition, window)] = sketches
-            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
         for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy)):
             sketch.update(keys)
         self.state.put(window, pack_sketches(sketches))
@@ -456,7 +482,7 @@ class SketchOperator(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         partition = ctx.get_current_key()
-        window = self.windows.start_of_release_time(timestamp)
+        window = self.schedule.start_of_release_time(timestamp)
         sketches = self._sketches(partition, window)
         self.cache.pop((partition, window), None)
         self.state.remove(window)
@@ -475,7 +501,6 @@ class SketchOperator(KeyedProcessFunction):
                 params=self.cfg.params, h=h, rng=self.noise_for(window, level, partition),
                 labels=labels.get(level) if labels else None,
             )
-            self.metrics.inc("sketches_released")
             yield window, pickle.dumps(release, protocol=5)
 
 
@@ -497,12 +522,24 @@ class InjectedFailure(RuntimeError):
     """Raised once by the fault-injection hook (output.fail_after_window), for tests."""
 
 
-class ReleaseOperator(KeyedProcessFunction):
-    """One key: gathers each window's releases and publishes its report once, on schedule."""
+START = -2  # the window field of the job's one start record (see stream.job: the release operator's first timer)
 
-    def __init__(self, cfg_values: dict, run_dir: str) -> None:
+
+class ReleaseOperator(KeyedProcessFunction):
+    """One key: publishes every window of the public schedule exactly once, at its scheduled time.
+
+    Its timers follow the schedule, not the data: the first is registered for the schedule's first
+    window when the job's start record (or a tick) arrives, and each release registers the next
+    window's. A window is released when the watermark — the broker's clock in live mode, end of
+    input in a replay — passes its scheduled time, with whatever releases its sketches sent (the
+    assembler fills in the rest as empty), so every window gets one report whether or not any
+    element arrived; the report's Kafka timestamp is its scheduled time. In live mode this
+    operator also runs the job's clock (:class:`stream.clock.ClockTicker`)."""
+
+    def __init__(self, cfg_values: dict, run_dir: str, kafka_options: dict | None = None) -> None:
         self.cfg_values = cfg_values
         self.run_dir = run_dir
+        self.kafka_options = kafka_options  # resolved at submission: workers do not see env: secrets
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "release")
@@ -510,7 +547,7 @@ class ReleaseOperator(KeyedProcessFunction):
         ledger = ReleaseLedger(out["ledger_dir"])
         ledger.claim(self.cfg.deployment_fingerprint())
         self.assembler = WindowAssembler(
-            self.cfg.hierarchy, self.cfg.params, self.windows, ledger, seed=self.cfg.seed,
+            self.cfg.hierarchy, self.cfg.params, self.schedule, ledger, seed=self.cfg.seed,
             unit=self.cfg.unit, budget=self.cfg.budget, guard=self.cfg.guard,
         )
         self.report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
@@ -522,33 +559,42 @@ class ReleaseOperator(KeyedProcessFunction):
         )
         self.fail_after = out["fail_after_window"]
         self.released_here = 0
+        self.ticker = None
+        if self.schedule.mode == LIVE and self.kafka_options is not None:
+            self.ticker = shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"],
+                                        self.cfg["window.clock_tick_ms"])
+
+    def close(self) -> None:
+        if self.ticker is not None:
+            stop_shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"])
+            self.ticker = None
+
+    def _next(self) -> int:
+        """The first window not yet published (the schedule's origin before the first release)."""
+        nxt = self.next_window.value()
+        return self.schedule.origin_ms if nxt is None else nxt
+
+    def _arm(self, ctx, window: int) -> None:
+        """Register the timer of ``window``'s scheduled release, if the schedule has that window."""
+        if self.schedule.in_schedule(window) and ctx.timer_service().current_watermark() < MAX_WATERMARK:
+            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         window, payload = value
-        nxt = self._next_window(window)
-        if window < nxt:
-            self.metrics.inc("late_releases_dropped")  # cannot happen: sketches drop late data
+        nxt = self._next()
+        self._arm(ctx, nxt)
+        if window in (START, TICK) or window < nxt:  # window < nxt: from a broker clock that went backwards
             return
         gathered = self.pending.get(window) or []
         gathered.append(payload)
         self.pending.put(window, gathered)
-        ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
-
-    def _next_window(self, candidate: int) -> int:
-        """The first window not yet published; after a restore from a checkpoint taken before the
-        first release, the deployment's schedule start from the ledger (never a later window)."""
-        nxt = self.next_window.value()
-        if nxt is None:
-            nxt = self.assembler.ledger.schedule_start(candidate)
-            self.next_window.update(nxt)
-        return nxt
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        last = self.windows.start_of_release_time(timestamp)
-        window = self._next_window(last)
-        if window > last:
-            return  # already released through an earlier timer
-        while window <= last:
+        due = self.schedule.start_of_release_time(timestamp)
+        if ctx.timer_service().current_watermark() >= MAX_WATERMARK and self.schedule.mode == REPLAY:
+            due = self.schedule.last_window  # end of a replay's input: every window of its range is due
+        window = self._next()
+        while window <= due and self.schedule.in_schedule(window):
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]
             try:
                 report, replayed = self.assembler.report(window, releases)
@@ -561,13 +607,11 @@ class ReleaseOperator(KeyedProcessFunction):
             self.metrics.inc("windows_republished" if replayed else "windows_released")
             if not replayed and b'"refused":' in report:
                 self.metrics.inc("windows_refused")
-            yield report
+            yield stamp(report, self.schedule.release_time(window))
             self._maybe_fail()
-            window += self.windows.size_ms
-        self.next_window.update(window)
-        if ctx.timer_service().current_watermark() < MAX_WATERMARK:
-            # keep the schedule: the next window is released on time even if it stays empty
-            ctx.timer_service().register_event_time_timer(self.windows.release_time(window))
+            window += self.schedule.size_ms
+            self.next_window.update(window)
+        self._arm(ctx, window)  # the next window is released on time even if it stays empty
 
     def _maybe_fail(self) -> None:
         self.released_here += 1

@@ -1,8 +1,10 @@
 """Running the stream job from the CLI: broker, topics, producers, the job, report printing.
 
-* :func:`run_job` — ``dphhh run``: the main job until Ctrl-C (or the end of a bounded input).
-* :func:`run_demo` — ``dphhh demo``: a self-contained bounded run on a sample stream (the shared
-  real capture, synthetic windows, an empty window and a few bad records), printing each report.
+* :func:`run_job` — ``dphhh run``: the main job until Ctrl-C, the end of a replay's input, or the end
+  of a live schedule (``window.until``).
+* :func:`run_demo` — ``dphhh demo``: a self-contained replay (``window.mode = replay``) of a sample
+  stream (the shared real capture, synthetic windows, an empty window and a few bad records),
+  printing each report.
 """
 
 from __future__ import annotations
@@ -89,9 +91,51 @@ def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> Loc
             _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
             broker.start()
     wait_for_kafka(cfg, metrics)
-    topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
-    create_topics(cfg.kafka_client_options(), topics, partitions=cfg["flink.parallelism"])
+    ensure_job_topics(cfg)
     return broker if broker is not None and broker.started else None
+
+
+#: A live job's input topic: every record carries the broker's arrival time (spec §0.1 e).
+LIVE_INPUT_TOPIC = {"message.timestamp.type": "LogAppendTime"}
+#: The job's output topics keep the timestamps the job writes (a report's: its scheduled time).
+OUTPUT_TOPIC = {"message.timestamp.type": "CreateTime"}
+_TIMESTAMP_TYPE = "message.timestamp.type"
+
+
+def ensure_job_topics(cfg: JobConfig) -> None:
+    """Create the job's missing topics (a live input with ``LogAppendTime``, the outputs with
+    ``CreateTime``; one partition per subtask) and check existing ones: a live job refuses an input
+    topic whose timestamps producers set (they would decide windows and lateness), and any job refuses
+    output topics that would overwrite the reports' scheduled timestamps with the broker's clock."""
+    from connectors.kafka_io import topic_settings
+
+    from .config import ConfigError
+    from .schedule import LIVE
+
+    opts = cfg.kafka_client_options()
+    inp, reports, dead = cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]
+    configs = {reports: OUTPUT_TOPIC, dead: OUTPUT_TOPIC}
+    if cfg.mode == LIVE:
+        configs[inp] = LIVE_INPUT_TOPIC
+    create_topics(opts, [inp, reports, dead], partitions=cfg["flink.parallelism"], configs=configs)
+    for topic, wanted in configs.items():
+        found = topic_settings(opts, topic, [_TIMESTAMP_TYPE])
+        if found[_TIMESTAMP_TYPE] == wanted[_TIMESTAMP_TYPE]:
+            continue
+        if topic == inp:
+            raise ConfigError(
+                f"kafka: input topic {topic} stores {found[_TIMESTAMP_TYPE]} timestamps (set by its producers); a live "
+                "job needs the broker's arrival time (LogAppendTime) to decide windows. Change it with "
+                f"`kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
+                f"{_TIMESTAMP_TYPE}=LogAppendTime`, or replay past data with window.mode = 'replay'")
+        raise ConfigError(f"kafka: topic {topic} stores {found[_TIMESTAMP_TYPE]} timestamps; the job's output topics "
+                          f"need CreateTime (a report's timestamp is its scheduled release time); set "
+                          f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic")
+    if cfg.mode == LIVE:
+        found = topic_settings(opts, inp, [])
+        if found["partitions"] is not None and int(found["partitions"]) < cfg["flink.parallelism"]:
+            _say(f"dphhh: warning: input topic {inp} has {found['partitions']} partitions for flink.parallelism = "
+                 f"{cfg['flink.parallelism']}: some source subtasks read nothing (give it one partition per subtask)")
 
 
 def root_cause(exc: BaseException) -> str:
@@ -178,6 +222,7 @@ class ReportPrinter(threading.Thread):
         self.render = render
         self.stop_event = threading.Event()
         self.count = 0
+        self.latest_start: int | None = None  # the newest window printed (reports arrive in window order)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask the reader to stop and wait for it (at most ``timeout_s``)."""
@@ -190,6 +235,7 @@ class ReportPrinter(threading.Thread):
                                               follow=True, from_beginning=self.from_beginning, stop=self.stop_event):
             self.count += 1
             report = json.loads(value)
+            self.latest_start = report.get("window", {}).get("start_ms", self.latest_start)
             if self.metrics is not None:
                 self.metrics.observe(report)
             print(self.render(report), flush=True)
@@ -226,14 +272,18 @@ def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tu
 
 
 def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> int:
-    """``dphhh demo``: broker, sample stream, bounded job, reports; everything torn down after."""
+    """``dphhh demo``: broker, sample stream, a replay of its six windows, reports; everything torn
+    down after."""
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = ROOT / "var" / "runs" / f"demo-{run_id}"
     prefix = f"dphhh-demo-{run_id}"
+    window = 10_000
+    base = (int(time.time() * 1000) // window - 8) * window  # six windows in the recent past
     cfg = load_config(None, overrides=[
         f"kafka.input_topic={prefix}-in", f"kafka.reports_topic={prefix}-reports",
-        f"kafka.dead_letter_topic={prefix}-dead-letter", f"kafka.group_id={prefix}", "kafka.bounded=true",
-        "window.size_ms=10000", "privacy.epsilon=2", "privacy.tau=1000",
+        f"kafka.dead_letter_topic={prefix}-dead-letter", f"kafka.group_id={prefix}",
+        "window.mode=replay", f"window.size_ms={window}", f"window.origin={base}", f"window.until={base + 6 * window}",
+        "privacy.epsilon=2", "privacy.tau=1000",
         f"output.ledger_dir={run_dir / 'ledger'}", f"output.reports_file={run_dir / 'reports.jsonl'}",
         f"flink.checkpoint_dir={run_dir / 'checkpoints'}", "flink.checkpoint_interval_ms=2000",
         *overrides,
@@ -242,8 +292,6 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     broker = prepare_kafka(cfg)
     printer = None
     try:
-        window = cfg["window.size_ms"]
-        base = (int(time.time() * 1000) // window - 8) * window
         capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
         producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
         for ts, value in sample_stream(window, base, capture):
@@ -251,9 +299,12 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         producer.close()
         _say(f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
              f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}")
-        _say("dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s) ...")
+        _say("dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
+             "(window.mode = replay), every one released at the end of the input ...")
         from .job import submit
+        from .ledger import resolve_origin
 
+        resolve_origin(cfg, int(time.time() * 1000))
         client = submit(cfg, run_dir)
         printer = ReportPrinter(cfg, render)
         printer.start()
@@ -274,8 +325,9 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
                 broker.stop()
 
 
-def replay_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
-    """The embedded default's producer: the shared capture and synthetic traffic, timestamp = now."""
+def feed_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
+    """The embedded default's producer: the shared capture and synthetic traffic, timestamp = now
+    (a live input topic records the broker's arrival time anyway)."""
     capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
     parts = []
     if capture.exists():
@@ -324,8 +376,48 @@ def check_output_paths(cfg: JobConfig) -> None:
         raise ConfigError(f"config: output.ledger_dir: {exc}") from None
 
 
-def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate: float = 20_000.0) -> int:
+def describe_schedule(schedule) -> str:
+    """One line on when reports come (for ``dphhh run``'s start message)."""
+    from .schedule import LIVE, iso_ms
+
+    size = f"{schedule.size_ms / 1000:g} s"
+    if schedule.mode == LIVE:
+        end = f" until {iso_ms(schedule.until_ms)}" if schedule.until_ms is not None else ""
+        return (f"live schedule from {iso_ms(schedule.origin_ms)}{end}: a report for every {size} window at its end "
+                f"+ {schedule.grace_ms} ms (wall clock), empty windows included")
+    return (f"replay of [{iso_ms(schedule.origin_ms)}, {iso_ms(schedule.until_ms)}): {schedule.windows} windows of "
+            f"{size}, every one reported at the end of the input")
+
+
+def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
+    """How many windows of a live ``schedule`` are past their release time but not in ``released``
+    (the ledger's windows, ascending) after the newest of them: what a (re)started job publishes at once."""
+    from .schedule import LIVE
+
+    if schedule.mode != LIVE:
+        return 0
+    nxt = max(schedule.origin_ms, released[-1] + schedule.size_ms) if released else schedule.origin_ms
+    last_due = schedule.start_of(now_ms - schedule.grace_ms) - schedule.size_ms
+    if schedule.until_ms is not None:
+        last_due = min(last_due, schedule.last_window)
+    return max(0, (last_due - nxt) // schedule.size_ms + 1)
+
+
+def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> None:
+    """Stop the job gracefully: a final savepoint commits both sinks' open transactions, then the
+    job finishes (a live job whose schedule has ended)."""
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    target = "file://" + str(cfg.checkpoint_path() / "savepoints")
+    future = client._j_job_client.stopWithSavepoint(False, target, jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL)
+    future.get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
+
+
+def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: float = 20_000.0) -> int:
     """``dphhh run``: the main job; prints each window's report as it is published."""
+    from .schedule import LIVE, iso_ms
+
     run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
     for warning in cfg.warnings():
         _say(f"dphhh run: warning: {warning}")
@@ -341,20 +433,31 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
     stop = threading.Event()
     producer = printer = stall_watch = None
     try:
-        if replay:
-            producer = threading.Thread(target=replay_forever, args=(cfg, stop, rate, 1000), daemon=True)
-            producer.start()
-            _say(f"dphhh run: replaying the shared capture and a synthetic stream into "
-                 f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
         from .job import latest_checkpoint, submit
+        from .ledger import ReleaseLedger, resolve_origin
 
+        schedule = cfg.schedule(resolve_origin(cfg, int(time.time() * 1000)))  # before any sample is fed
+        released = ReleaseLedger(cfg["output.ledger_dir"]).windows()
+        if schedule.mode == LIVE and schedule.until_ms is not None and schedule.last_window in released:
+            _say(f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until) and its "
+                 "last window is published: nothing left to do")
+            return 0
+        backlog = windows_due(schedule, released, int(time.time() * 1000))
+        if backlog > 1000:
+            _say(f"dphhh run: warning: {backlog} windows of this deployment's schedule are past due since its last "
+                 "report: each gets its report now, empty or not (a new output.ledger_dir, or window.origin, starts "
+                 "a new schedule)")
+        if feed:
+            producer = threading.Thread(target=feed_forever, args=(cfg, stop, rate, 1000), daemon=True)
+            producer.start()
+            _say(f"dphhh run: feeding the shared capture and a synthetic stream into "
+                 f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
         resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
         if resume is not None:
             _say(f"dphhh run: resuming from {resume.parent.name}/{resume.name}, the newest checkpoint of this "
                  f"deployment (flink.resume = latest)")
         client = submit(cfg, run_dir, resume)
-        _say(f"dphhh run: job submitted; a report every {cfg['window.size_ms'] / 1000:g} s "
-             f"of event time (Ctrl-C stops)"
+        _say(f"dphhh run: job submitted; {describe_schedule(schedule)} (Ctrl-C stops)"
              + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else ""))
         printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
@@ -362,13 +465,26 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, replay: bool, rate
                                         stall_limit_s(cfg["flink.checkpoint_interval_ms"]), metrics=metrics)
         stall_watch.start()
         fatal = run_dir / FATAL_FILE
+        ending = schedule.mode == LIVE and schedule.until_ms is not None
 
-        def stop_on_fatal() -> None:
+        ended: list[float] = []  # when the last window's report was seen committed
+        hold_s = cfg["output.test_hold_s"]
+
+        def on_tick() -> None:
             if fatal.exists():
                 raise JobFailed(f"stopped: {fatal.read_text().strip()}")
+            if not ending or printer.latest_start != schedule.last_window or len(ended) > 1:
+                return
+            if not ended:  # the last window's report is committed: nothing is due any more
+                ended.append(time.monotonic())
+                _say("dphhh run: the schedule ended (window.until)")
+            if time.monotonic() - ended[0] >= hold_s:
+                ended.append(time.monotonic())
+                _say("dphhh run: stopping the job with a final savepoint ...")
+                stop_with_savepoint(client, cfg)
 
         try:
-            wait_for_job(client, on_tick=stop_on_fatal)
+            wait_for_job(client, on_tick=on_tick)
         except KeyboardInterrupt:
             return 130
         except JobFailed as exc:

@@ -18,11 +18,23 @@ def test_packed_batches_decode_big_endian() -> None:
     assert out.ok and out.values.dtype == np.uint32 and out.values.tolist() == addrs.tolist()
 
 
-@pytest.mark.parametrize("value, reason", [(b"", "empty"), (None, "empty"), (b"\x01\x02\x03", "bad_length"),
-                                            (b"\x00" * 4100, "oversized")])
+@pytest.mark.parametrize("value, reason", [(b"", "empty"), (None, "empty"), (b"\x01\x02\x03", "bad_length")])
 def test_packed_bad_records(value, reason) -> None:
-    """Empty, truncated and oversized packed messages are classified."""
+    """Empty and truncated packed messages are classified."""
     assert MessageDecoder("packed-ipv4", max_message_bytes=4096).decode(value).reason == reason
+
+
+def test_packed_messages_are_never_refused_for_their_size() -> None:
+    """A packed message over max_message_bytes is decoded element by element (one more element must not
+    drop the message's others, spec §0.1 e); one-element formats still refuse oversized ones."""
+    big = np.arange(1025, dtype=np.uint32).astype(">u4").tobytes()  # 4100 bytes
+    for fmt in ("packed-ipv4", "packed-ipv4-pairs"):
+        decoder = MessageDecoder(fmt, max_message_bytes=4096)
+        if fmt == "packed-ipv4-pairs":
+            big = big[:4096] + big[:8]
+        one, many = decoder.decode(big), decoder.decode_many([big])
+        assert one.ok and many.reasons == [None] and many.counts.tolist() == [len(big) // (4 if fmt == "packed-ipv4" else 8)]
+    assert MessageDecoder("text-ipv4", max_message_bytes=8).decode(b"10.100.100.100").reason == "oversized"
 
 
 @pytest.mark.parametrize("value, reason", [

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml  # PyYAML, a dependency of apache-flink (via apache-beam)
 
 from stream.config import load_config
-from stream.job import RAW_METRIC_FILTER
+from stream.job import METRIC_INCLUDES
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ROOT = DEPLOY.parent
@@ -42,7 +42,8 @@ def test_flink_deployment_runs_the_entry_module_with_the_pinned_flink(tmp_path: 
     config_path = Path(args[args.index("--config") + 1])
     mounts = {m["name"]: m["mountPath"] for m in spec["podTemplate"]["spec"]["containers"][0]["volumeMounts"]}
     assert str(config_path.parent) == mounts["dphhh-config"]
-    assert spec["flinkConfiguration"]["metrics.reporter.prom.filter.excludes"] == RAW_METRIC_FILTER
+    assert spec["flinkConfiguration"]["metrics.reporter.prom.filter.includes"] == ";".join(METRIC_INCLUDES)
+    assert not any("filter.excludes" in k for k in spec["flinkConfiguration"])
     assert spec["flinkConfiguration"]["python.executable"].startswith("/opt/dphhh/.venv/")
     logging = spec["logConfiguration"]["log4j-console.properties"].splitlines()
     ours = (DEPLOY / "flink" / "log4j-no-raw-counts.properties").read_text().splitlines()
@@ -72,11 +73,11 @@ def test_image_matches_the_pinned_flink_and_installs_dphhh() -> None:
 
 
 def test_local_cluster_configuration_matches_the_job() -> None:
-    """The standalone cluster's Flink configuration filters the same raw metrics, and its dphhh
+    """The standalone cluster's Flink configuration exports the job's allow-listed metrics only, and its dphhh
     configuration is valid and points the job at that cluster."""
     conf = yaml.safe_load((DEPLOY / "flink-cluster" / "config.yaml").read_text().replace("@PYTHON@", "/x")
                           .replace("@CHECKPOINTS@", "file:///x"))
-    assert conf["metrics"]["reporter"]["prom"]["filter"]["excludes"] == RAW_METRIC_FILTER
+    assert conf["metrics"]["reporter"]["prom"]["filter"] == {"includes": ";".join(METRIC_INCLUDES)}
     assert conf["rest"]["port"] == 8081 and conf["taskmanager"]["numberOfTaskSlots"] == 1
     cfg = load_config(DEPLOY / "flink-cluster" / "cluster.toml", environ={})
     assert cfg["flink.remote"] == "127.0.0.1:8081" and cfg["flink.parallelism"] == 2

@@ -17,8 +17,8 @@ from sketches.misra_gries import MisraGries
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from stream.operators import expand
-from stream.windows import TumblingWindows
-from tests.e2e.test_stream_e2e import BOOTSTRAP, JOB, WINDOW, _base, _dumped, _publish
+from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, publish
+from tests.e2e.test_stream_e2e import WINDOW, _base
 
 CAP = 3
 HEAVY_UNIT, HEAVY_DST = 0xC0A80001, 0x0A090909  # one source sending 5,000 elements to 10.9.9.9
@@ -48,13 +48,13 @@ def _messages(base: int) -> list[tuple[int, bytes]]:
 def _offline(cfg, messages) -> dict[tuple[int, int], MisraGries]:
     """Replay in Kafka order: decode, cap each unit at CAP per window, sketch every (level, partition)."""
     decoder = MessageDecoder("packed-ipv4-pairs")
-    windows, caps = TumblingWindows(WINDOW), {}
+    caps: dict[int, UnitCap] = {}
     out: dict[tuple[int, int], MisraGries] = {}
     for ts, value in messages:
         d = decoder.decode(value)
         if not d.ok:
             continue
-        start = windows.start_of(ts)
+        start = ts - ts % WINDOW
         keep = caps.setdefault(start, UnitCap(CAP)).keep(d.units)
         for sid, keys in expand(d.values[keep], cfg):
             out.setdefault((start, sid), MisraGries(cfg.params.counters)).update(keys)
@@ -69,8 +69,9 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
     config = tmp_path / "job.toml"
     config.write_text("\n".join([
         "[kafka]", f'bootstrap = "{BOOTSTRAP}"', f'input_topic = "{name}-in"', f'reports_topic = "{name}-reports"',
-        f'dead_letter_topic = "{name}-dead"', f'group_id = "{name}"', "bounded = true",
-        "[input]", 'format = "packed-ipv4-pairs"', "[window]", f"size_ms = {WINDOW}",
+        f'dead_letter_topic = "{name}-dead"', f'group_id = "{name}"',
+        "[input]", 'format = "packed-ipv4-pairs"',
+        "[window]", 'mode = "replay"', f"size_ms = {WINDOW}", f"origin = {_base()}", f"until = {_base() + 4 * WINDOW}",
         "[privacy]", "epsilon = 2.0", "delta = 1e-6", "tau = 1500.0", "counters = 256", "partitions = 2",
         'unit_key = "source-ipv4"', f"unit_cap = {CAP}", "budget_epsilon = 6.0", 'budget_period = "deployment"',
         "[flink]", f'checkpoint_dir = "{tmp_path / "checkpoints"}"', "checkpoint_interval_ms = 2000",
@@ -81,12 +82,12 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
     base = _base()
     messages = _messages(base)
     opts = cfg.kafka_client_options()
-    _, producer = _publish(config, messages)
+    _, producer = publish(config, messages)
     producer.close()
     result = subprocess.run([*JOB, str(config)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
 
-    assert _dumped(tmp_path) == _offline(cfg, messages)  # capped per unit, every kept element counted once
+    assert dumped(tmp_path) == _offline(cfg, messages)  # capped per unit, every kept element counted once
     reports = [json.loads(v) for _, v in iter_committed_values(opts, cfg["kafka.reports_topic"], idle_timeout_s=3)]
     assert [r["window"]["start_ms"] for r in reports] == [base + w * WINDOW for w in range(4)]
     released, refused = reports[:3], reports[3]

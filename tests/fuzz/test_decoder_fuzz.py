@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors.decode import FORMATS, REASONS, MessageDecoder
+from stream.clock import TICK, is_tick
 from stream.decode_batch import decode_batch
 from stream.message_batch import BatchFormatError, pack_batch, unpack_batch
-from stream.windows import TumblingWindows
+from stream.schedule import ELEMENT_REASONS, ReleaseSchedule
 
 FUZZ = settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MAX_BYTES = 256
@@ -48,6 +49,7 @@ MESSAGES = st.one_of(
     st.binary(min_size=MAX_BYTES + 1, max_size=MAX_BYTES + 40),               # oversized
     st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"10.0.0.1\x00", b"::1", b"2001:db8::1", b"fe80::1%eth0"]),
     _ipv4_text(), _json_message(), _path_message(),
+    st.just(TICK),                                                            # the live job's clock record
 )
 
 
@@ -79,35 +81,31 @@ def test_no_decoder_raises_and_every_reason_is_known(messages: list[bytes | None
 
 @FUZZ
 @given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 50_000)), MESSAGES), max_size=30),
-       st.integers(-1, 40_000))
-def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None, bytes | None]], watermark: int) -> None:
-    """Each message of a batch is dead-lettered, counted late or kept — exactly one of them — and the kept
-    ones keep all their values (good records in a batch with bad ones are not lost)."""
+       st.sampled_from(["live", "replay"]))
+def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None, bytes | None]], mode: str) -> None:
+    """Each message of a batch is skipped (a clock record), dead-lettered or kept — exactly one of them,
+    by its own content and times only — and the kept ones keep all their values (good records in a
+    batch with bad ones are not lost)."""
     timestamps = [t for t, _ in items]
     messages = [m for _, m in items]
-    windows = TumblingWindows(1000)
+    schedule = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=100, until_ms=40_000,
+                               max_future_ms=3000, max_past_ms=3000)
     for decoder in _decoders():
-        out = decode_batch(pack_batch(timestamps, messages), decoder, windows, watermark)
-        decoded = [decoder.decode(m) for m in messages]
+        out = decode_batch(pack_batch(timestamps, messages), decoder, schedule)
+        ticks = [is_tick(m) for m in messages]
+        decoded = [decoder.decode(m) for m, tick in zip(messages, ticks) if not tick]
+        stamps = [t for t, tick in zip(timestamps, ticks) if not tick]
+        timed = [(d, t) for d, t in zip(decoded, stamps) if d.ok and t is not None and t >= 0]
+        verdicts = [schedule.accept(np.array([_time(d, t)]), np.array([t]))[1][0] for d, t in timed]
         kept = sum(len(v) for _, v, _ in out.windows)
-        assert len(out.dead) == sum(1 for d in decoded if not d.ok) + _no_time(decoded, timestamps)
-        expected_kept = sum(len(d.values) for d, t in zip(decoded, timestamps)
-                            if d.ok and _time(d, t) >= 0 and not windows.is_late(windows.start_of(_time(d, t)), watermark))
-        assert kept == expected_kept
-        late = sum(1 for d, t in zip(decoded, timestamps)
-                   if d.ok and _time(d, t) >= 0 and windows.is_late(windows.start_of(_time(d, t)), watermark))
-        assert out.late == late
-        assert {r for r, _, _ in out.dead} <= set(REASONS) | {"no_timestamp"}
+        assert out.ticks == sum(ticks)
+        assert kept == sum(len(d.values) for (d, _), v in zip(timed, verdicts) if v < 0)
+        assert len(out.dead) == len(decoded) - sum(1 for v in verdicts if v < 0)
+        assert {r for r, _, _ in out.dead} <= set(REASONS) | {"no_timestamp"} | set(ELEMENT_REASONS)
 
 
-def _time(d, t: int | None) -> int:
-    if d.event_time is not None:
-        return d.event_time
-    return -1 if t is None else t
-
-
-def _no_time(decoded, timestamps) -> int:
-    return sum(1 for d, t in zip(decoded, timestamps) if d.ok and _time(d, t) < 0)
+def _time(d, t: int) -> int:
+    return d.event_time if d.event_time is not None else t
 
 
 @FUZZ
@@ -126,5 +124,6 @@ def test_huge_path_depth_and_huge_message_are_classified() -> None:
     """A path 100,000 components deep and a 4 MiB message are classified, not crashed on."""
     deep = "/".join(["a"] * 100_000).encode()
     assert MessageDecoder("path", max_message_bytes=1 << 20, path_depth=3).decode(deep).reason in REASONS
-    huge = np.zeros(1 << 20, dtype=np.uint32).tobytes()
-    assert MessageDecoder("packed-ipv4", max_message_bytes=1 << 20).decode(huge).reason == "oversized"
+    huge = np.zeros(1 << 20, dtype=np.uint32).tobytes()  # 4 MiB: a packed message is decoded whatever its size
+    assert MessageDecoder("packed-ipv4", max_message_bytes=1 << 20).decode(huge).values.size == 1 << 20
+    assert MessageDecoder("text-ipv4", max_message_bytes=1 << 20).decode(huge).reason == "oversized"

@@ -16,7 +16,8 @@ from stream.config import load_config
 from stream.decode_batch import decode_batch
 from stream.message_batch import NO_TIMESTAMP, BatchFormatError, pack_batch, unpack_batch
 from stream.operators import expand_by_partition, ipv4_payloads, unpack_levels
-from stream.windows import TumblingWindows
+from stream.clock import TICK
+from stream.schedule import ReleaseSchedule
 
 
 def _random_message(rng: random.Random) -> bytes | None:
@@ -96,33 +97,56 @@ def test_batch_layout_round_trips_and_rejects_corruption() -> None:
             unpack_batch(broken)
 
 
+def _live(size: int = 1000, **kw) -> ReleaseSchedule:
+    return ReleaseSchedule(size_ms=size, origin_ms=0, mode="live", **kw)
+
+
 def test_decode_batch_matches_the_message_by_message_rules() -> None:
-    """Bad messages are dead-lettered with their reason and Kafka time, messages without a time as
-    no_timestamp, late ones counted, and the rest grouped by window in input order."""
-    windows = TumblingWindows(1000)
+    """Clock records are skipped; bad messages are dead-lettered with their reason and Kafka time,
+    messages without a time as no_timestamp, and the rest grouped by the window of their arrival, in
+    input order."""
     decoder = MessageDecoder("text-ipv4")
-    messages = [b"10.0.0.1", b"bad", b"10.0.0.2", b"10.0.0.3", b"10.0.0.4", b"10.0.0.5", b"10.0.0.6"]
-    timestamps = [1500, 1600, None, 200, 2100, 1999, -3]
-    out = decode_batch(pack_batch(timestamps, messages), decoder, windows, watermark=999)
+    messages = [b"10.0.0.1", TICK, b"bad", b"10.0.0.2", b"10.0.0.3", b"10.0.0.4", b"10.0.0.5", TICK, b"10.0.0.6"]
+    timestamps = [1500, 1550, 1600, None, 200, 2100, 1999, 3000, -1]
+    out = decode_batch(pack_batch(timestamps, messages), decoder, _live())
+    assert out.ticks == 2
     assert out.dead == [("bad_ipv4", b"bad", 1600), ("no_timestamp", b"10.0.0.2", None),
-                        ("no_timestamp", b"10.0.0.6", -3)]
-    assert out.late == 1  # 200 is in window [0, 1000), released at watermark 999
+                        ("no_timestamp", b"10.0.0.6", -1)]
     assert [(start, v.tolist()) for start, v, _ in out.windows] == [
-        (1000, [0x0A000001, 0x0A000005]), (2000, [0x0A000004])]
+        (0, [0x0A000003]), (1000, [0x0A000001, 0x0A000005]), (2000, [0x0A000004])]
 
 
 def test_decode_batch_takes_json_event_time_over_the_kafka_timestamp() -> None:
-    """With a JSON time field, the message's own time chooses its window."""
+    """With a JSON time field, the message's own time chooses its window; the record timestamp is its
+    arrival, against which the public band and the window's release time are checked, element by element."""
     decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
-    messages = [json.dumps({"ip": "1.1.1.1", "t": 5500}).encode(), json.dumps({"ip": "2.2.2.2", "t": 10}).encode()]
-    out = decode_batch(pack_batch([1, 1], messages), decoder, TumblingWindows(1000), watermark=-(2**63))
-    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(0, [0x02020202]), (5000, [0x01010101])]
+    rows = [("1.1.1.1", 5500, 5000), ("2.2.2.2", 4010, 4999), ("3.3.3.3", 4010, 5000),  # 5000: W=4000's release
+            ("4.4.4.4", 9000, 1000), ("5.5.5.5", 10, 5000), ("6.6.6.6", 2**61, 5000)]
+    messages = [json.dumps({"ip": ip, "t": t}).encode() for ip, t, _ in rows]
+    out = decode_batch(pack_batch([a for *_, a in rows], messages), decoder,
+                       _live(grace_ms=0, max_future_ms=5000, max_past_ms=3000))
+    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(4000, [0x02020202]), (5000, [0x01010101])]
+    assert [(r, m) for r, m, _ in out.dead] == [
+        ("late", messages[2]), ("too_far_ahead", messages[3]), ("too_far_behind", messages[4]),
+        ("too_far_ahead", messages[5])]
+    graced = decode_batch(pack_batch([5000], messages[2:3]), decoder, _live(grace_ms=1))
+    assert [(s, v.tolist()) for s, v, _ in graced.windows] == [(4000, [0x03030303])]  # arrived before end + grace
+
+
+def test_replay_counts_its_range_and_dead_letters_the_rest() -> None:
+    """A replay counts every element of [origin, until) whenever it arrives, and rejects the others
+    one by one as before_origin / after_until."""
+    schedule = ReleaseSchedule(size_ms=1000, origin_ms=1000, mode="replay", until_ms=3000)
+    a, b, c, d = (pack_ipv4(np.array([x], np.uint32)) for x in (1, 2, 3, 4))
+    out = decode_batch(pack_batch([2999, 999, 3000, 1000], [a, b, c, d]), MessageDecoder("packed-ipv4"), schedule)
+    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(1000, [4]), (2000, [1])]
+    assert [(r, m) for r, m, _ in out.dead] == [("before_origin", b), ("after_until", c)]
 
 
 def test_decode_batch_of_paths_keeps_them_as_strings() -> None:
     """Path values stay a list of normalised strings per window."""
     out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3),
-                       TumblingWindows(10), watermark=0)
+                       _live(10))
     assert out.windows == [(0, ["a/b/c", "d/e/f"], None)]
 
 
@@ -149,9 +173,12 @@ def test_unknown_payload_kind_is_refused() -> None:
 
 
 def test_packed_messages_split_across_windows_keep_order() -> None:
-    """Packed messages of several addresses land in their windows with every address, in order."""
+    """Packed messages of several addresses land in their windows with every address, in order; a
+    packed message far over max_message_bytes is decoded like any other (one more element must not
+    drop the others, spec §0.1 e)."""
     a, b, c = pack_ipv4(np.array([1, 2], np.uint32)), pack_ipv4(np.array([3], np.uint32)), b"\x00\x01"
-    out = decode_batch(pack_batch([10, 1010, 20], [a, b, c]), MessageDecoder("packed-ipv4"),
-                       TumblingWindows(1000), watermark=-(2**63))
+    big = pack_ipv4(np.arange(5000, dtype=np.uint32))
+    out = decode_batch(pack_batch([10, 1010, 20, 30], [a, b, c, big]), MessageDecoder("packed-ipv4", max_message_bytes=64),
+                       _live())
     assert out.dead == [("bad_length", c, 20)]
-    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(0, [1, 2]), (1000, [3])]
+    assert [(s, v.tolist()) for s, v, _ in out.windows] == [(0, [1, 2, *range(5000)]), (1000, [3])]

@@ -25,7 +25,7 @@ from stream.ledger import LedgerError, ReleaseLedger
 from stream.operators import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
 from stream.report_metrics import ReportMetrics
 from stream.runner import JobFailed, root_cause, wait_for_kafka
-from stream.windows import TumblingWindows
+from stream.schedule import ReleaseSchedule
 
 DAY = 86_400_000
 
@@ -93,8 +93,8 @@ def test_ledger_never_claims_a_user_level_guarantee_without_its_calibration() ->
         window_ledger(HHHParams(epsilon=1.0, delta=1e-6, tau=1000), h=4, unit=unit, budget=budget)
 
 
-def _assembler(tmp_path: Path, cfg, name: str = "ledger") -> WindowAssembler:
-    return WindowAssembler(cfg.hierarchy, cfg.params, TumblingWindows(cfg["window.size_ms"]),
+def _assembler(tmp_path: Path, cfg, name: str = "ledger", origin: int = 0) -> WindowAssembler:
+    return WindowAssembler(cfg.hierarchy, cfg.params, ReleaseSchedule(cfg["window.size_ms"], origin),
                            ReleaseLedger(tmp_path / name), seed=5, unit=cfg.unit, budget=cfg.budget, guard=cfg.guard)
 
 
@@ -116,12 +116,11 @@ def test_budget_guard_refuses_windows_past_the_daily_budget(tmp_path: Path) -> N
 
 
 def test_budget_guard_per_deployment_counts_from_the_schedule_start(tmp_path: Path) -> None:
-    """Per deployment, windows are counted from the ledger's schedule start, across days."""
+    """Per deployment, windows are counted from the schedule's origin, across days."""
     cfg = _user("privacy.epsilon=1", "privacy.budget_epsilon=2", "privacy.budget_period=deployment",
                 "window.size_ms=60000")
-    asm = _assembler(tmp_path, cfg)
     start = 20_000 * DAY - 60_000  # the last minute of a day
-    asm.ledger.schedule_start(start)
+    asm = _assembler(tmp_path, cfg, origin=start)
     flags = ["refused" in json.loads(asm.report(start + i * 60_000, [])[0]) for i in range(3)]
     assert flags == [False, False, True]
 

@@ -17,18 +17,7 @@ from sketches.misra_gries import MisraGries
 from stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
 from stream.config import ConfigError, load_config
 from stream.ledger import LedgerError, ReleaseLedger
-from stream.windows import TumblingWindows
-
-
-def test_window_arithmetic() -> None:
-    """Windows start at multiples of the size; release time includes lateness; late means released."""
-    w = TumblingWindows(1000, 200)
-    assert w.start_of(12_345) == 12_000 and w.start_of(12_000) == 12_000
-    assert w.release_time(12_000) == 13_199 and w.start_of_release_time(13_199) == 12_000
-    assert not w.is_late(12_000, 13_198) and w.is_late(12_000, 13_199)
-    assert w.describe(0)["end"] == "1970-01-01T00:00:01.000+00:00"
-    with pytest.raises(ValueError, match="size_ms"):
-        TumblingWindows(0)
+from stream.schedule import ReleaseSchedule
 
 
 def test_ledger_stores_once_and_returns_the_first(tmp_path: Path) -> None:
@@ -91,7 +80,7 @@ def test_assembler_fills_empty_sketches_and_replays_from_the_ledger(tmp_path: Pa
     """An empty window still gets a report; a second call returns the ledger's bytes unchanged."""
     h = IPv4Hierarchy()
     params = HHHParams(epsilon=1, delta=1e-6, tau=100, counters=16, partitions=2)
-    asm = WindowAssembler(h, params, TumblingWindows(1000), ReleaseLedger(tmp_path / "l"))
+    asm = WindowAssembler(h, params, ReleaseSchedule(1000, 0), ReleaseLedger(tmp_path / "l"))
     first, replayed = asm.report(3000, [])
     assert not replayed
     report = json.loads(first)
@@ -109,7 +98,7 @@ def test_assembler_with_seed_is_deterministic(tmp_path: Path) -> None:
     mg.update(np.full(500, 0x0A000000, dtype=np.int64))
     outs = []
     for d in ("a", "b"):
-        asm = WindowAssembler(h, params, TumblingWindows(1000), ReleaseLedger(tmp_path / d), seed=4)
+        asm = WindowAssembler(h, params, ReleaseSchedule(1000, 0), ReleaseLedger(tmp_path / d), seed=4)
         rel = release_sketch(1, 0, mg.counters(), mg.total, params=params, h=2, rng=asm.noise_for(0, 1, 0))
         outs.append(asm.report(0, [rel])[0])
     assert outs[0] == outs[1] and "NOT private" in json.loads(outs[0])["guarantees"]["randomness"]
@@ -175,16 +164,6 @@ def test_level_payloads_and_sketch_state_round_trip() -> None:
     assert unpack_sketches(pack_sketches(sketches)) == sketches
 
 
-def test_json_time_assigner() -> None:
-    """The JSON time field sets the event time; records without a usable one keep the Kafka timestamp."""
-    from stream.operators import JsonTimeAssigner
-
-    a = JsonTimeAssigner("ts")
-    assert a.extract_timestamp(b'{"ip": "1.2.3.4", "ts": 1234}', 99) == 1234
-    for bad in (b'{"ts": "x"}', b"not json", b"[1]", b'{"ts": -5}', b'{"ts": true}'):
-        assert a.extract_timestamp(bad, 99) == 99
-
-
 def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monkeypatch) -> None:
     """Pass-through Kafka options may name an environment variable or a file; every client gets the
     resolved value, the public view masks them, and a missing secret is an error naming the key only."""
@@ -212,3 +191,39 @@ def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monk
     with pytest.raises(ConfigError, match="kafka.extra.ssl.keystore.password refers to environment variable") as err:
         cfg.kafka_client_options()
     assert "hunter2" not in str(err.value)
+
+
+def test_decoded_state_cache_keeps_the_most_recent_windows_only() -> None:
+    """The operators keep few windows decoded (a replay holds every window of its range open); a
+    lookup makes an entry the most recent, and the oldest goes first."""
+    from stream.operators import _Recent
+
+    cache = _Recent()
+    for i in range(_Recent.LIMIT + 2):
+        cache[(0, i)] = i
+    assert list(cache) == [(0, i) for i in range(2, _Recent.LIMIT + 2)]
+    assert cache.get((0, 2)) == 2 and list(cache)[-1] == (0, 2) and cache.get((0, 0)) is None
+    cache[(1, 0)] = "new"
+    assert (0, 3) not in cache and (0, 2) in cache and len(cache) == _Recent.LIMIT
+
+
+def test_record_timestamps_travel_in_front_of_the_value() -> None:
+    """stamp/unstamp: the 8-byte prefix the Java ScheduledTimestamps operator turns into the Kafka
+    record timestamp (a report's scheduled release; none for a dead letter without one)."""
+    from stream.operators import stamp, unstamp
+
+    for ts in (0, 1_796_083_200_500, 2**62, None):
+        assert unstamp(stamp(b"{\"x\": 1}", ts)) == (ts, b"{\"x\": 1}")
+    assert stamp(b"", 1) == (1).to_bytes(8, "big") and len(stamp(b"abc", None)) == 11
+
+
+def test_the_metric_catalogue_names_exactly_the_counters_the_operators_create() -> None:
+    """The decode operator counts the dead letters of unparsable records only (COUNTED_REASONS); the
+    catalogue lists those and the release operator's schedule counters, nothing per element."""
+    from stream.metrics_catalog import OPERATOR_COUNTERS
+    from stream.operators import COUNTED_REASONS
+    from stream.schedule import ELEMENT_REASONS
+
+    assert set(OPERATOR_COUNTERS["decode"]) == {f"dead_letters_{r}" for r in COUNTED_REASONS}
+    assert not COUNTED_REASONS & set(ELEMENT_REASONS)
+    assert set(OPERATOR_COUNTERS) == {"decode", "release"}

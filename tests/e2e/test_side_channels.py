@@ -1,0 +1,260 @@
+"""Differential side-channel test through the real job (spec §0.1; issue 11).
+
+The live job runs on a stream X and, with the same test seed and the same arrival times relative to
+the schedule's origin, on X plus one element, for each placement a review found to leak:
+
+* ``first_window``: an element in the schedule's first window, which X leaves empty (the schedule
+  used to start at the first window with data);
+* ``late_before_stragglers``: an element of window W+1 sent before X's stragglers of W (it used to
+  move the watermark and make them late);
+* ``over_size_limit``: one more address in a packed message exactly at ``input.max_message_bytes``
+  (the message used to be dead-lettered whole);
+* ``far_future``: an element whose own time is ~10^10 ms ahead (it used to open ~10^6 windows).
+
+Every observable except the reports' noisy values must be identical: the list of reported windows,
+each report's Kafka record timestamp relative to the origin, the set of metric names and every
+metric value not derived from a published report, the dead-letter topic apart from the added
+element's own dead letter, and the log lines after masking times and run-specific names. The
+non-private sketch dumps then show that the added element is the only difference in the data the
+job counted: one more element in its own window, nothing else changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectors.kafka_io import pack_ipv4
+from stream.metrics_catalog import REPORT_METRICS
+from tests.e2e.jobs import (JOB, dead_letters, dumped, live_origin, mask_times, publish, report_records, sleep_until,
+                            wait_for, write_config)
+from tests.e2e.net import free_port
+
+SIZE = 2000
+WINDOWS = 4
+GRACE = 500
+LIMIT = 4096  # input.max_message_bytes of the packed runs
+#: report metrics of `dphhh run` that are not computed from reports (compared by value)
+OPERATIONAL = ("dphhh_kafka_broker_up", "dphhh_kafka_connect_retries_total", "dphhh_reports_topic_stalled")
+
+
+def _row(ip: str, t: int) -> bytes:
+    return json.dumps({"ip": ip, "t": t}).encode()
+
+
+def json_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
+    """(arrival offset from the origin in ms, value with times relative to the origin) of the JSON
+    stream X, plus the named extra element. Values hold ``{t}`` offsets, resolved at send time."""
+    rows: list[tuple[int, bytes | None]] = []
+    rows += [(2100, _row(f"10.1.0.{i % 7}", 2100 + i)) for i in range(40)]  # window 1
+    rows.append((2200, b'{"ip": "not json"'))  # a bad record, dead-lettered in both runs
+    rows += [(4200, _row(f"10.2.0.{i % 5}", 4200 + i)) for i in range(30)]  # window 2
+    rows += [(3600, _row("10.1.9.9", 3500 + i)) for i in range(5)]  # stragglers of window 1 (arrive in it)
+    if extra == "first_window":
+        rows.append((300, _row("192.0.2.55", 300)))
+    elif extra == "late_before_stragglers":
+        rows.append((3400, _row("192.0.2.56", 4100)))  # of window 2, sent during window 1
+    elif extra == "far_future":
+        rows.append((2300, _row("192.0.2.57", 10**10)))
+    return sorted(rows, key=lambda r: r[0])
+
+
+def packed_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
+    """The packed stream X: in window 1 one message exactly at the size limit, then smaller ones;
+    ``over_size_limit`` puts one more address into the big message."""
+    rng = np.random.default_rng(8)
+    big = rng.integers(0, 2**32, LIMIT // 4, dtype=np.uint64).astype(np.uint32)
+    if extra == "over_size_limit":
+        big = np.append(big, np.uint32(0xC0000239))
+    small = [rng.integers(0, 2**32, 300, dtype=np.uint64).astype(np.uint32) for _ in range(3)]
+    return [(2100, pack_ipv4(big)), (2300, pack_ipv4(small[0])), (4200, pack_ipv4(small[1])),
+            (4300, b"\x01\x02\x03"), (6100, pack_ipv4(small[2]))]
+
+
+@dataclass
+class Observed:
+    """Everything a run showed, made comparable across runs (times relative to the origin)."""
+
+    windows: list[int]
+    record_times: list[int]
+    metric_names: set[str]
+    metric_values: dict[str, float]
+    dead: list[tuple[str, str]]
+    log_lines: list[str]  # dphhh run's own output (stderr), in order
+    flink_warnings: set[str]  # the job's WARN/ERROR log lines
+    window_totals: dict[int, int]  # NON-PRIVATE (test hook): elements counted per window, level 1
+    exit_status: int
+
+
+def _resolve(value: bytes, origin: int) -> bytes:
+    """A JSON row's time field from an offset to an absolute time."""
+    if value.startswith(b'{"ip"') and b'"t": ' in value:
+        row = json.loads(value)
+        row["t"] += origin
+        return json.dumps(row).encode()
+    return value
+
+
+def _scrape(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode("utf-8", "replace")
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", re.M)
+_STABLE_LABELS = ("operator_name", "task_name", "subtask_index", "job_name")
+
+
+def _metrics(job_text: str, report_text: str) -> tuple[set[str], dict[str, float]]:
+    """Metric names of both endpoints, and the values of those not derived from published reports
+    (the job's counters and gauges, `dphhh run`'s operational gauges), keyed by name and stable labels."""
+    names, values = set(), {}
+    for text, from_reports in ((job_text, False), (report_text, True)):
+        for name, labels, value in _SAMPLE.findall(text):
+            names.add(name)
+            if from_reports and name not in OPERATIONAL:
+                continue  # computed from the (noisy) published reports
+            kept = sorted(kv for kv in re.findall(r'(\w+)="([^"]*)"', labels or "") if kv[0] in _STABLE_LABELS)
+            values[f"{name}{kept}"] = float(value)
+    return names, values
+
+
+#: Flink and Beam WARN lines of the job's stop whose presence follows timing, not the data: a periodic
+#: checkpoint that the final stop-with-savepoint overtakes is declined in one run and not in
+#: another, and Beam's clean-up of a Python worker environment may race the worker's own exit.
+TIMING_WARNINGS = ("Failed to trigger or complete checkpoint <n>",
+                   'DefaultJobBundleFactory [] - Error cleaning up servers urn: "beam:env:process:v1"')
+
+
+def _masked_lines(text: str, run: dict[str, str]) -> list[str]:
+    """Log lines with times, run-specific names (topics, paths), process-specific ids (job, task and
+    resource ids, object hashes, ports, worker option ids), durations and checkpoint numbers masked."""
+    for real, alias in run.items():
+        text = text.replace(real, alias)
+    text = mask_times(text)
+    text = re.sub(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>", text)
+    text = re.sub(r"@[0-9a-f]{4,}\b", "@<hash>", text)
+    text = re.sub(r"\b[0-9a-f]{16,}(_[0-9a-f]+)*(_\d+)*\b", "<id>", text)
+    text = re.sub(r"\b\d+(\.\d+)? ?(ms|s|seconds)\b", "<duration>", text)
+    text = re.sub(r"(127\.0\.0\.1|localhost|0\.0\.0\.0):\d+", r"\1:<port>", text)
+    text = re.sub(r"--options_id=[\d.]+", "--options_id=<n>", text)
+    text = re.sub(r"\b(checkpoint|Checkpoint) \d+", r"\1 <n>", text)
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
+def _flink_warnings(text: str, run: dict[str, str]) -> set[str]:
+    """The distinct WARN and ERROR lines of the Flink processes' logs (masked), timing-driven ones left out."""
+    lines = {ln for ln in _masked_lines(text, run) if " WARN " in ln or " ERROR " in ln}
+    return {ln for ln in lines if not any(t in ln for t in TIMING_WARNINGS)}
+
+
+def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | None]]) -> Observed:
+    """Run the live job (schedule of WINDOWS windows, same seed) on ``plan``; observe everything."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    origin = live_origin(SIZE, 2)
+    job_port, report_port = free_port(), free_port()
+    inp = {"format": fmt, "max_message_bytes": LIMIT}
+    if fmt == "json":
+        inp.update({"json_field": "ip", "json_time_field": "t"})
+    config = write_config(
+        tmp_path, name, input=inp,
+        window={"size_ms": SIZE, "origin": origin, "until": origin + WINDOWS * SIZE, "grace_ms": GRACE,
+                "max_future_ms": 10_000, "max_past_ms": 10_000},
+        privacy={"epsilon": 1.0, "tau": 50.0, "counters": 64, "partitions": 2, "seed": 77},
+        flink={"checkpoint_interval_ms": 1000, "prometheus_port": str(job_port)},
+        output={"metrics_port": report_port, "test_hold_s": 3.0},
+    )
+    cfg, producer = publish(config, [])
+    err = tmp_path / "job.err"
+    with open(err, "w") as log:
+        job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+                               start_new_session=True)
+    for offset, value in plan:
+        sleep_until(origin + offset)
+        producer.send_value(_resolve(value, origin))
+        producer.flush()
+    producer.close()
+    wait_for(lambda: "the schedule ended" in err.read_text() or job.poll() is not None, 180, "the schedule's end")
+    scraped = (_scrape(job_port), _scrape(report_port))  # during the hold: every window released
+    job.wait(timeout=120)
+    records = report_records(cfg)
+    names, values = _metrics(*scraped)
+    run = {cfg["kafka.input_topic"]: "<in>", cfg["kafka.reports_topic"]: "<reports>",
+           cfg["kafka.dead_letter_topic"]: "<dead>", cfg["kafka.group_id"]: "<group>", str(tmp_path): "<tmp>"}
+    flink_log = "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
+    totals: dict[int, int] = {}
+    for (window, sid), sketch in dumped(tmp_path).items():
+        if sid < cfg.params.partitions:  # level 1: every element once
+            totals[window - origin] = totals.get(window - origin, 0) + sketch.total
+    return Observed(
+        windows=[json.loads(v)["window"]["start_ms"] - origin for _, v in records],
+        record_times=[ts - origin for ts, _ in records],
+        metric_names=names,
+        metric_values=values,
+        dead=sorted((d["reason"], d["value_b64"]) for d in map(json.loads, dead_letters(cfg))),
+        log_lines=_masked_lines(err.read_text(), run),
+        flink_warnings=_flink_warnings(flink_log, run),
+        window_totals=totals,
+        exit_status=job.returncode,
+    )
+
+
+def assert_same_observables(x: Observed, y: Observed, own_dead_letter: tuple[str, str] | None = None) -> None:
+    """Everything but the noisy values equal; ``own_dead_letter`` = the added element's, if any."""
+    assert x.exit_status == y.exit_status == 0
+    assert x.windows == y.windows == [w * SIZE for w in range(WINDOWS)]  # every window of the schedule, once
+    assert x.record_times == y.record_times == [(w + 1) * SIZE + GRACE for w in range(WINDOWS)]  # scheduled
+    assert x.metric_names == y.metric_names
+    assert x.metric_values == y.metric_values
+    extra = sorted(set(y.dead) - set(x.dead))
+    assert sorted(set(x.dead) - set(y.dead)) == [] and extra == ([own_dead_letter] if own_dead_letter else [])
+    assert x.log_lines == y.log_lines, "\n".join(sorted(set(x.log_lines) ^ set(y.log_lines)))
+    assert x.flink_warnings == y.flink_warnings, "\n".join(sorted(x.flink_warnings ^ y.flink_warnings))
+
+
+def _diff_totals(x: Observed, y: Observed) -> dict[int, int]:
+    windows = set(x.window_totals) | set(y.window_totals)
+    return {w: y.window_totals.get(w, 0) - x.window_totals.get(w, 0) for w in windows
+            if y.window_totals.get(w, 0) != x.window_totals.get(w, 0)}
+
+
+@pytest.fixture(scope="module")
+def json_x(broker, tmp_path_factory) -> Observed:
+    return run_live(tmp_path_factory.mktemp("json-x"), "side-json-x", "json", json_plan(None))
+
+
+@pytest.mark.parametrize("placement, window, dead_reason", [
+    ("first_window", 0, None),
+    ("late_before_stragglers", 2, None),
+    ("far_future", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
+])
+def test_one_more_json_element_changes_no_observable(json_x, tmp_path: Path, placement: str, window: int | None,
+                                                     dead_reason: str | None) -> None:
+    """X vs X + one element (JSON with own event times): identical observables; the element counts in
+    its own window only (or is dead-lettered by its own time), every other count unchanged."""
+    y = run_live(tmp_path, f"side-json-{placement.replace('_', '-')}", "json", json_plan(placement))
+    own = None
+    if dead_reason is not None:  # the added element's own dead letter (its value holds its own time)
+        extra = sorted(set(y.dead) - set(json_x.dead))
+        assert len(extra) == 1 and extra[0][0] == dead_reason and b"192.0.2.57" in base64.b64decode(extra[0][1])
+        own = extra[0]
+    assert_same_observables(json_x, y, own)
+    assert _diff_totals(json_x, y) == ({window * SIZE: 1} if window is not None else {})
+
+
+def test_one_more_address_over_the_old_size_limit_changes_no_observable(broker, tmp_path: Path) -> None:
+    """X vs X + one address that takes a packed message over input.max_message_bytes: identical
+    observables, and that message's every address is counted (one more, nothing dropped)."""
+    x = run_live(tmp_path / "x", "side-packed-x", "packed-ipv4", packed_plan(None))
+    y = run_live(tmp_path / "y", "side-packed-y", "packed-ipv4", packed_plan("over_size_limit"))
+    assert_same_observables(x, y)
+    assert _diff_totals(x, y) == {1 * SIZE: 1}
+    assert x.window_totals[1 * SIZE] == LIMIT // 4 + 300
