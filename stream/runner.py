@@ -117,7 +117,8 @@ def ensure_job_topics(cfg: JobConfig) -> None:
     configs = {reports: OUTPUT_TOPIC, dead: OUTPUT_TOPIC}
     if cfg.mode == LIVE:
         configs[inp] = LIVE_INPUT_TOPIC
-    create_topics(opts, [inp, reports, dead], partitions=cfg["flink.parallelism"], configs=configs)
+    create_topics(opts, [inp, dead], partitions=cfg["flink.parallelism"], configs=configs)
+    create_topics(opts, [reports], partitions=1, configs=configs)  # one partition: readers see window order
     for topic, wanted in configs.items():
         found = topic_settings(opts, topic, [_TIMESTAMP_TYPE])
         if found[_TIMESTAMP_TYPE] == wanted[_TIMESTAMP_TYPE]:
@@ -131,6 +132,10 @@ def ensure_job_topics(cfg: JobConfig) -> None:
         raise ConfigError(f"kafka: topic {topic} stores {found[_TIMESTAMP_TYPE]} timestamps; the job's output topics "
                           f"need CreateTime (a report's timestamp is its scheduled release time); set "
                           f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic")
+    found = topic_settings(opts, reports, [])
+    if found["partitions"] is not None and int(found["partitions"]) > 1:
+        _say(f"dphhh: warning: reports topic {reports} has {found['partitions']} partitions: the job writes its reports "
+             "in window order, but readers of several partitions may see them out of order (give it one partition)")
     if cfg.mode == LIVE:
         found = topic_settings(opts, inp, [])
         if found["partitions"] is not None and int(found["partitions"]) < cfg["flink.parallelism"]:

@@ -79,8 +79,8 @@ def publish(config: Path, messages: Iterable[tuple[int | None, bytes]]):
     configs = {cfg["kafka.reports_topic"]: OUTPUT_TOPIC, cfg["kafka.dead_letter_topic"]: OUTPUT_TOPIC}
     if cfg.mode == LIVE:
         configs[inp] = LIVE_INPUT_TOPIC
-    create_topics(opts, [inp, cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]],
-                  partitions=cfg["flink.parallelism"], configs=configs)
+    create_topics(opts, [inp, cfg["kafka.dead_letter_topic"]], partitions=cfg["flink.parallelism"], configs=configs)
+    create_topics(opts, [cfg["kafka.reports_topic"]], partitions=1, configs=configs)  # as the job makes it
     producer = PackedProducer(opts, inp)
     for ts, value in messages:
         producer.send_value(value, ts)

@@ -227,7 +227,7 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
     has one committed report equal to the ledger's, and the ledger's budget total is unchanged."""
     delay = 4000 if moment == "in_checkpoint" else 0
     interval = 1000 if moment == "in_checkpoint" else 3000 if (victim, moment) == ("broker", "after_release") else 1500
-    origin = live_origin(SIZE, 12)
+    origin = live_origin(SIZE, 3)
     config = _live_config(tmp_path, f"{victim}-{moment}".replace("_", "-"), origin, checkpoint_interval_ms=interval,
                           test_checkpoint_delay_ms=delay)
     cfg, producer = publish(config, [])
@@ -295,7 +295,7 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
 def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path) -> None:
     """With the broker away at start, dphhh run retries with backoff and logs it (no crash), and once
     the broker is back it creates its topics and reports every window exactly once."""
-    origin = live_origin(SIZE, 12)
+    origin = live_origin(SIZE, 3)
     config = _live_config(tmp_path, "broker-down", origin)
     config.write_text(config.read_text().replace("[kafka]\n", "[kafka]\nstart_local_broker = false\n"))
     cfg = load_config(config, environ={})

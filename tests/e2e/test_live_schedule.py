@@ -104,7 +104,7 @@ def test_a_lagging_subtask_at_parallelism_2_holds_releases_back_and_loses_nothin
     """Parallelism 2, two input partitions, one decode subtask slowed down (test hook): every window
     of the schedule is published exactly once, in order, and counts every element that arrived in it."""
     size = 2000
-    origin = live_origin(size, 15)
+    origin = live_origin(size, 3)
     config = write_config(tmp_path, "live-lag", window={"size_ms": size, "origin": origin},
                           privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "partitions": 2, "seed": 9},
                           flink={"checkpoint_interval_ms": CHECKPOINT_MS, "parallelism": 2},

@@ -178,7 +178,7 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     every element exactly once. Ctrl-C (SIGINT to the job's process group, as a terminal sends it)
     then stops everything cleanly: exit status 130, no traceback, no process left."""
     size = 2000
-    origin = live_origin(size, 12)
+    origin = live_origin(size, 3)
     port = free_port()
     config = _live_config(tmp_path, "fail", size, origin, fail_after_window=3, checkpoint_interval_ms=1500,
                           prometheus_port=port)
@@ -316,7 +316,7 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
     subprocess.run(["bash", str(root / "deploy" / "install-debian.sh"), "prometheus"], check=True, capture_output=True,
                    timeout=600)
     size = 3000
-    origin = live_origin(size, 12)
+    origin = live_origin(size, 3)
     job_port, report_port, prom_port = free_port(), free_port(), free_port()
     config = write_config(
         tmp_path, "metrics",
