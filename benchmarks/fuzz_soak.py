@@ -6,17 +6,18 @@ What it does (one run, on this machine, against the local broker)
 * Starts the local Kafka broker if it does not answer (and stops it at the end only then); creates
   fresh input, reports and dead-letter topics with a unique suffix (deleted at the end unless
   ``--keep``).
-* Runs the REAL job as the user starts it — ``dphhh run --replay no --config FILE`` (unbounded,
+* Runs the REAL job as the user starts it — ``dphhh run --feed no --config FILE`` (live,
   embedded MiniCluster, parallelism 1) — in its own process group, with ``output.debug_sketch_dir``
   set: a NON-PRIVATE test hook that dumps each window's sketches at release, so the benchmark can
   count exactly how many good elements the job counted (sum over windows of the level-1 sketch
   totals; every element lands in exactly one level-1 sketch).
 * Once the Flink log shows the tasks running, a producer thread publishes for ``--seconds``
   (``--quick``: 60) at ``--rate`` messages/s a mix of about ``1 - --bad-share`` good messages and
-  ``--bad-share`` bad ones of many kinds. Event timestamps are the wall clock at sending
-  (non-decreasing), so ``--window-ms`` windows close during the run. ``packed-ipv4`` (default):
+  ``--bad-share`` bad ones of many kinds. The live job windows them by arrival (the broker's
+  log-append time), so ``--window-ms`` windows are released by the wall clock during the run; the
+  per-window tallies are made again from the input log's timestamps. ``packed-ipv4`` (default):
   good = 100-1000 skewed addresses (:func:`connectors.synthetic.synthetic_addresses`: planted heavy
-  prefixes over a uniform background); bad = empty, oversized, truncated batches (odd length),
+  prefixes over a uniform background); bad = empty, long odd-length, truncated batches (odd length),
   random bytes of a length that is not a multiple of 4. ``--format json``: good = ``{"ip": ...}``
   with one address; bad = empty, oversized, invalid UTF-8, not JSON, JSON without the field, a
   non-string field, IPv6 on the IPv4 topic, out-of-range quads. Every bad message's expected reason
@@ -24,17 +25,16 @@ What it does (one run, on this machine, against the local broker)
   producer keeps exact tallies: good messages and elements per window, bad messages per reason.
 * A sampler records every ``--sample-s`` seconds the resident set size (``VmRSS`` from /proc) of
   the job's whole process tree: the ``dphhh`` client, Flink's JVM and the Python worker processes.
-* After the producer stops, one "clock" message (one address, timestamp = the start of the window
-  after the last one) moves the watermark past the last produced window; once that window's report
-  is readable (read_committed) and the dead-letter topic holds every expected record, the job's
-  own counters are scraped from its Prometheus endpoint and the job is stopped with SIGINT to its
-  process group (as a terminal does; ``dphhh run`` exits 130). The benchmark then makes sure no
+* After the producer stops, once the last produced window's report is readable (read_committed;
+  it comes at the window's end by the wall clock) and the dead-letter topic holds every expected
+  record, the job's own counters are scraped from its Prometheus endpoint and the job is stopped
+  with SIGINT to its process group (as a terminal does; ``dphhh run`` exits 130). The benchmark then makes sure no
   process of the job's tree is left.
 
 Printed: messages in, good messages, good elements, bad messages by reason, dead-lettered (records
 on the dead-letter topic, by the reason in their JSON), elements counted by the job (sketch dumps),
-lost = good elements produced - counted (late drops, from the job's counters, apart), windows
-reported (each exactly once), report latency after each window's end, the memory table (time vs
+lost = good elements produced - counted, windows reported (each exactly once, no gap in the
+schedule), report latency after each window's end, the memory table (time vs
 MB) with the least-squares slope over the second half of the soak, and the job log check.
 
 Exit status 1 unless: lost == 0, dead-lettered == bad (in total and per reason), every produced
@@ -88,7 +88,7 @@ from benchmarks.stream_throughput import (  # noqa: E402
     toml_text,
 )
 from connectors.decode import MessageDecoder  # noqa: E402
-from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4  # noqa: E402
+from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4, read_to_end  # noqa: E402
 from connectors.synthetic import synthetic_addresses  # noqa: E402
 from sketches.misra_gries import MisraGries  # noqa: E402
 from stream.assembler import sketch_of_id  # noqa: E402
@@ -141,7 +141,7 @@ class MessageMix:
         self.packed = pack_ipv4(self.pool)
         self.oracle = MessageDecoder(fmt, max_message_bytes=MAX_MESSAGE_BYTES, json_field="ip")
         self.bad_kinds: dict[str, Callable[[], bytes]] = (
-            {"empty": lambda: b"", "oversized": self._oversized_packed, "truncated batch": self._truncated,
+            {"empty": lambda: b"", "long, odd length": self._oversized_packed, "truncated batch": self._truncated,
              "random bytes": self._random_odd}
             if fmt == "packed-ipv4" else
             {"empty": lambda: b"", "oversized": self._oversized_json, "invalid UTF-8": self._invalid_utf8,
@@ -168,7 +168,10 @@ class MessageMix:
         return self.rng.integers(0, 256, n, dtype=np.uint8).tobytes()
 
     def _oversized_packed(self) -> bytes:
-        return self._bytes(int(self.rng.integers(MAX_MESSAGE_BYTES + 1, 3 * MAX_MESSAGE_BYTES // 2)))
+        """Longer than max_message_bytes and not a whole number of addresses (a packed message is
+        decoded whatever its size, so only its length makes it bad)."""
+        n = int(self.rng.integers(MAX_MESSAGE_BYTES + 1, 3 * MAX_MESSAGE_BYTES // 2))
+        return self._bytes(n + (1 if n % 4 == 0 else 0))
 
     def _truncated(self) -> bytes:
         value, _ = self._good_packed()
@@ -454,7 +457,7 @@ class SoakJob(Job):
     """The unbounded job with this benchmark's settings; stopped by SIGINT to its process group."""
 
     def __init__(self, host: _Host, topics: dict[str, str], *, fmt: str, window_ms: int, checkpoint_ms: int) -> None:
-        super().__init__(host, "soak", topics, bounded=False, fmt=fmt, checkpoint_ms=checkpoint_ms)
+        super().__init__(host, "soak", topics, windows=None, fmt=fmt, checkpoint_ms=checkpoint_ms)
         values = tomllib.loads(self.config.read_text())
         values["window"]["size_ms"] = window_ms
         values["input"]["max_message_bytes"] = MAX_MESSAGE_BYTES
@@ -493,10 +496,23 @@ class SoakJob(Job):
         return False
 
 
-def clock_message(fmt: str) -> bytes:
-    """A good one-address message (192.0.2.1, TEST-NET-1) in the topic's format: it moves the watermark
-    past the last produced window and lands in the next window, which is never released."""
-    return pack_ipv4(np.array([0xC0000201], np.uint32)) if fmt == "packed-ipv4" else b'{"ip": "192.0.2.1"}'
+def tally_by_arrival(options: dict, topic: str, decoder: MessageDecoder, window_ms: int, tally: Tally) -> None:
+    """Count the good messages and elements per window again by their arrival (the broker's log-append
+    time, read back from the input topic: the live job's windows), the job's clock records left out."""
+    from stream.clock import is_tick
+
+    tally.good_messages, tally.good_elements = Counter(), Counter()
+    first = last = None
+    for ts, value in read_to_end(options, topic):
+        if is_tick(value):
+            continue
+        first = ts if first is None else min(first, ts)
+        last = ts if last is None else max(last, ts)
+        decoded = decoder.decode(value)
+        if decoded.ok:
+            tally.good_messages[ts // window_ms * window_ms] += 1
+            tally.good_elements[ts // window_ms * window_ms] += len(decoded.values)
+    tally.first_ts, tally.last_ts = first, last
 
 
 def counted_by_window(dump_dir: Path, partitions: int) -> Counter:
@@ -595,7 +611,7 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
     job = producer = dead = sampler = None
     metrics = None
     try:
-        topics = kafka.topics(prefix)
+        topics = kafka.topics(prefix, live=True)
         mix = MessageMix(args.format, args.bad_share, args.seed, args.min_per_message, args.max_per_message)
         job = SoakJob(host, topics, fmt=args.format, window_ms=args.window_ms, checkpoint_ms=args.checkpoint_ms)
         dead = DeadLetterTally(kafka.options, topics["dead_letter_topic"])
@@ -620,19 +636,17 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
         if producer.error is not None:
             raise RuntimeError(f"producer failed: {type(producer.error).__name__}: {producer.error}")
         tally = producer.tally
+        tally_by_arrival(kafka.options, topics["input_topic"], mix.oracle, args.window_ms, tally)
         windows = list(range(tally.first_ts // args.window_ms * args.window_ms,
                              tally.last_ts // args.window_ms * args.window_ms + 1, args.window_ms))
         last = windows[-1]
-        clock = PackedProducer(kafka.options, topics["input_topic"])
-        clock.send_value(clock_message(args.format), last + args.window_ms)
-        clock.close()
-        t_clock = time.monotonic()
-        log(f"producer done ({tally.messages:,} messages over {len(windows)} windows); clock message sent, waiting "
-            f"for the last window's report ...")
+        t_done = time.monotonic()
+        log(f"producer done ({tally.messages:,} messages over {len(windows)} windows, by arrival); waiting for the "
+            f"last window's report (released by the wall clock) ...")
         if not job.watcher.wait_for(lambda: job.watcher.arrival_of(last) is not None, args.drain_timeout, job.alive):
-            out.failures.append(f"no report of the last window within {args.drain_timeout:.0f} s of the clock message")
+            out.failures.append(f"no report of the last window within {args.drain_timeout:.0f} s")
         else:
-            log(f"  last report readable {time.monotonic() - t_clock:.1f} s after the clock message")
+            log(f"  last report readable {time.monotonic() - t_done:.1f} s after the producer stopped")
         bad_total = sum(tally.bad_by_reason.values())
         if not wait_until(lambda: dead.total >= bad_total, 60, dead.is_alive):
             log(f"  dead-letter topic: {dead.total:,} of {bad_total:,} expected records after 60 s")
@@ -707,12 +721,9 @@ def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, w
     counted = counted_by_window(job.dump_dir, job.cfg.params.partitions)
     counted_in = sum(counted.get(s, 0) for s in windows)
     lost = good_elems - counted_in
-    late = None if metrics is None else int(metrics.get("late_messages_dropped", 0))
     out.say(f"  counted by the job   {counted_in:>12,}  (level-1 sketch totals of the produced windows, "
             "NON-PRIVATE debug dumps)")
     out.say(f"  lost                 {lost:>12,}  (good elements produced - counted; must be 0)")
-    out.say(f"  late messages        {'n/a' if late is None else f'{late:,}':>12}  (dropped as late, the job's "
-            "decode counter; counted apart from 'lost')")
     out.check(lost == 0, f"lost = {lost:,} elements")
     wrong = [s for s in windows if counted.get(s, 0) != tally.good_elements.get(s, 0)]
     extra = sorted(s for s in counted if s not in windows)
@@ -734,19 +745,19 @@ def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, w
     arrivals = list(job.watcher.arrivals)
     seen = Counter(s for _, s in arrivals)
     missing = [s for s in windows if seen.get(s, 0) == 0]
-    twice = [s for s in windows if seen.get(s, 0) > 1]
-    others = sorted(s for s in seen if s not in windows)
-    out.say(f"  windows reported     {sum(1 for s in windows if seen.get(s) == 1):>12,}  of {len(windows)} produced "
-            f"(each exactly once: {'yes' if not (missing or twice or others) else 'NO'}; missing {len(missing)}, "
-            f"more than once {len(twice)}, unexpected {len(others)})")
-    out.check(not (missing or twice or others), f"windows: {len(missing)} missing, {len(twice)} repeated, "
-                                                f"{len(others)} unexpected")
+    twice = [s for s in seen if seen[s] > 1]
+    schedule = sorted(seen)  # the live schedule: every window from the origin on, data or not
+    gaps = [s for s in range(schedule[0], schedule[-1] + w, w) if s not in seen] if schedule else []
+    out.say(f"  windows reported     {sum(1 for s in windows if seen.get(s) == 1):>12,}  of {len(windows)} produced, "
+            f"{len(seen):,} in all (each exactly once, no gap: {'yes' if not (missing or twice or gaps) else 'NO'}; "
+            f"missing {len(missing)}, more than once {len(twice)}, gaps {len(gaps)})")
+    out.check(not (missing or twice or gaps), f"windows: {len(missing)} missing, {len(twice)} repeated, "
+                                              f"{len(gaps)} gaps in the schedule")
     offset = time.time() - time.monotonic()  # monotonic -> epoch seconds
-    lat = [t + offset - (s + w) / 1000 for t, s in arrivals if s in windows and s != windows[-1]]
+    lat = [t + offset - (s + w) / 1000 for t, s in arrivals if s in windows]
     if lat:
         out.say(f"  report latency after a window's end (wall clock, includes the checkpoint wait): median "
-                f"{float(np.median(lat)):.2f} s, max {max(lat):.2f} s over {len(lat)} windows (last one excluded: "
-                "it waits for the clock message)")
+                f"{float(np.median(lat)):.2f} s, max {max(lat):.2f} s over {len(lat)} windows")
 
     # memory
     samples = sampler.samples
