@@ -317,7 +317,8 @@ def _produce(args: argparse.Namespace) -> int:
     producer.close()
     elapsed = time.monotonic() - started
     print(f"\rdphhh produce: done: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB to {args.topic} "
-          f"in {elapsed:.1f} s" + (f"; skipped {skips.as_dict()}" if skips.total else ""), file=sys.stderr)
+          f"in {elapsed:.1f} s", file=sys.stderr)
+    _print_operational("produce", skips)  # unparsable records only, labelled operational
     return 0
 
 
