@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy.stats import beta as beta_dist
 
 from privacy.noise import laplace
@@ -81,32 +82,25 @@ def impossible_at_2(y: np.ndarray) -> np.ndarray:
     return (np.abs(y) < 0.5) & ~multiple_of(y, 2.0**-52)
 
 
-def test_old_float_release_prints_values_that_identify_a_count_of_zero() -> None:
-    """Old release, counts 0 vs 1: about 17% of single outputs at count 0 are doubles that no
-    output at count 1 can equal (lemma), so one printed value reveals the input. Checked: the
-    Clopper–Pearson lower bound (α = 1e-3) of that fraction is > 0.1, and none of the count-1
-    outputs falls in the set (the lemma, seen on samples)."""
-    at_0 = leaf_outputs(0, seed=1, old=True)
-    at_1 = leaf_outputs(1, seed=2, old=True)
-    hits = int(impossible_at_1(at_0).sum())
+@pytest.mark.parametrize("count, seeds, impossible_above, lower_bound", [
+    (0, (1, 2), impossible_at_1, 0.1),  # about 17% of count-0 outputs: not multiples of 2^-53
+    (1, (3, 4), impossible_at_2, 0.02),  # about 4.6% of count-1 outputs: odd multiples of 2^-53
+])
+def test_old_float_release_prints_values_that_identify_the_count(count, seeds, impossible_above,
+                                                                 lower_bound) -> None:
+    """Old release, counts c vs c + 1 (c = 0, 1): a share of single outputs at c are doubles that no
+    output at c + 1 can equal (lemma), so one printed value reveals the input. Checked: the
+    Clopper–Pearson lower bound (α = 1e-3) of that share exceeds ``lower_bound``, and none of the
+    outputs at c + 1 falls in the set (the lemma, seen on samples)."""
+    at_c = leaf_outputs(count, seed=seeds[0], old=True)
+    at_next = leaf_outputs(count + 1, seed=seeds[1], old=True)
+    hits = int(impossible_above(at_c).sum())
     low = clopper_pearson_lower(hits, TRIALS)
-    print(f"old sampler, count 0 vs 1: {hits / TRIALS:.4f} of count-0 outputs impossible at count 1 "
-          f"(CP lower {low:.4f}); count-1 outputs in that set: {int(impossible_at_1(at_1).sum())}")
-    assert low > 0.1
-    assert not impossible_at_1(at_1).any()
-
-
-def test_old_float_release_prints_values_that_distinguish_one_from_two() -> None:
-    """Old release, counts 1 vs 2: outputs |y| < 1/2 that are odd multiples of 2^-53 occur at
-    count 1 (about 4.6%) and never at count 2 (lemma: g(2) = 2^-52)."""
-    at_1 = leaf_outputs(1, seed=3, old=True)
-    at_2 = leaf_outputs(2, seed=4, old=True)
-    hits = int(impossible_at_2(at_1).sum())
-    low = clopper_pearson_lower(hits, TRIALS)
-    print(f"old sampler, count 1 vs 2: {hits / TRIALS:.4f} of count-1 outputs impossible at count 2 "
-          f"(CP lower {low:.4f}); count-2 outputs in that set: {int(impossible_at_2(at_2).sum())}")
-    assert low > 0.02
-    assert not impossible_at_2(at_2).any()
+    print(f"old sampler, count {count} vs {count + 1}: {hits / TRIALS:.4f} of count-{count} outputs impossible at "
+          f"count {count + 1} (CP lower {low:.4f}); count-{count + 1} outputs in that set: "
+          f"{int(impossible_above(at_next).sum())}")
+    assert low > lower_bound
+    assert not impossible_above(at_next).any()
 
 
 def test_discrete_release_has_no_float_signature() -> None:
