@@ -26,6 +26,7 @@ __all__ = [
     "create_topics",
     "topic_settings",
     "read_to_end",
+    "iter_to_end",
     "open_client",
     "pack_ipv4",
     "PackedProducer",
@@ -453,10 +454,11 @@ class PackedProducer:
             self._producer.close()
 
 
-def read_to_end(options: Mapping[str, Any], topic: str, timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
-    """(record timestamp, value) of every committed record of ``topic`` up to its end *now* (each
-    partition's last stable offset when called), partition by partition in log order. Unlike an
-    idle timeout, this ends even while a live job keeps appending to the topic (its clock records)."""
+def iter_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -> Iterator[tuple[int, int, bytes]]:
+    """(partition, record timestamp, value) of every committed record of ``topic`` up to its end *now*
+    (each partition's last stable offset when called), in log order within each partition. Unlike an
+    idle timeout, this ends even while a live job keeps appending to the topic (its clock records);
+    ``TimeoutError`` if no record arrives for ``stall_s`` before the end is reached."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False,
@@ -466,16 +468,25 @@ def read_to_end(options: Mapping[str, Any], topic: str, timeout_s: float = 60.0)
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         ends = consumer.end_offsets(parts)
-        out: dict[int, list[tuple[int, bytes]]] = {tp.partition: [] for tp in parts}
-        deadline = time.monotonic() + timeout_s
+        progress = time.monotonic()
         while any(consumer.position(tp) < ends[tp] for tp in parts):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"kafka: reading {topic} to its end took over {timeout_s:.0f} s")
+            if time.monotonic() - progress > stall_s:
+                raise TimeoutError(f"kafka: no record of {topic} for {stall_s:.0f} s before its end")
             for tp, records in consumer.poll(timeout_ms=500).items():
-                out[tp.partition] += [(r.timestamp, r.value) for r in records if r.offset < ends[tp]]
-        return [record for p in sorted(out) for record in out[p]]
+                progress = time.monotonic()
+                for r in records:
+                    if r.offset < ends[tp]:
+                        yield tp.partition, r.timestamp, r.value
     finally:
         consumer.close()
+
+
+def read_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -> list[tuple[int, bytes]]:
+    """(record timestamp, value) of :func:`iter_to_end`, partition by partition in log order."""
+    out: dict[int, list[tuple[int, bytes]]] = {}
+    for partition, ts, value in iter_to_end(options, topic, stall_s):
+        out.setdefault(partition, []).append((ts, value))
+    return [record for p in sorted(out) for record in out[p]]
 
 
 def iter_committed_values(

@@ -323,7 +323,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _reports(args: argparse.Namespace) -> int:
-    from connectors.kafka_io import StableOffsetProbe, iter_committed_values, read_to_end
+    from connectors.kafka_io import StableOffsetProbe, iter_committed_values, iter_to_end
 
     from .reports_stall import ReportsStallWatch, stall_limit_s
 
@@ -336,7 +336,7 @@ def _reports(args: argparse.Namespace) -> int:
     try:
         # without --follow: the reports committed so far (a live job keeps publishing: no idle end)
         records = iter_committed_values(options, args.topic, follow=True) if args.follow else \
-            iter(read_to_end(options, args.topic))
+            ((ts, value) for _, ts, value in iter_to_end(options, args.topic))
         for _, value in records:
             report = json.loads(value)
             print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)

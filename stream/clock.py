@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["TICK", "is_tick", "ClockTicker", "shared_ticker", "stop_shared_ticker"]
 
@@ -41,7 +41,10 @@ class ClockTicker(threading.Thread):
     away) are retried at the next tick; the records carry no data, so losing one only delays a
     release until the next."""
 
-    def __init__(self, options: Mapping[str, Any], topic: str, interval_ms: int, *, refresh_s: float = 30.0) -> None:
+    def __init__(self, options: Mapping[str, Any], topic: str, interval_ms: int, *, refresh_s: float = 30.0,
+                 on_fatal: Callable[[str], None] | None = None) -> None:
+        """``on_fatal(message)`` is called (once) when the broker refuses the job's clock records for
+        good (not authorised to write to ``topic``): without them no window would ever be released."""
         if not isinstance(interval_ms, int) or interval_ms < 1:
             raise ValueError(f"ClockTicker: interval_ms must be an integer >= 1, got {interval_ms!r}")
         super().__init__(name=f"dphhh-clock-{topic}", daemon=True)
@@ -49,6 +52,7 @@ class ClockTicker(threading.Thread):
         self.topic = topic
         self.interval_s = interval_ms / 1000
         self.refresh_s = refresh_s
+        self.on_fatal = on_fatal
         self.stop_event = threading.Event()
         self.sent = 0  # clock records acknowledged (a test hook; it counts clock records, not data)
 
@@ -63,6 +67,7 @@ class ClockTicker(threading.Thread):
         producer = None
         partitions: list[int] = []
         looked_up = -float("inf")
+        failing = False  # warn once per outage, and once when it ends
         while not self.stop_event.is_set():
             started = time.monotonic()
             try:
@@ -73,10 +78,25 @@ class ClockTicker(threading.Thread):
                     looked_up = started
                 futures = [producer.send(self.topic, value=TICK, partition=p) for p in partitions]
                 producer.flush(timeout=max(1.0, 5 * self.interval_s))
-                self.sent += sum(1 for f in futures if f.succeeded())
+                for future in futures:
+                    future.get(timeout=1)  # raises the send's error (e.g. not authorised)
+                self.sent += len(futures)
+                if failing:
+                    failing = False
+                    _LOG.warning("dphhh clock: appending clock records to %s again", self.topic)
             except Exception as exc:  # the broker away: try again at the next tick (the message has no data)
-                _LOG.warning("dphhh clock: cannot append clock records to %s (%s); retrying", self.topic,
-                             type(exc).__name__)
+                if "Authorization" in type(exc).__name__:
+                    message = (f"the job may not write its clock records to its input topic {self.topic} "
+                               f"({type(exc).__name__}); a live job needs write access to it (README, the release "
+                               "schedule)")
+                    _LOG.error("dphhh clock: %s", message)
+                    if self.on_fatal is not None:
+                        self.on_fatal(message)
+                    return
+                if not failing:
+                    failing = True
+                    _LOG.warning("dphhh clock: cannot append clock records to %s (%s); retrying at every tick",
+                                 self.topic, type(exc).__name__)
                 if producer is not None:
                     try:
                         producer.close(timeout=1)
@@ -102,14 +122,15 @@ _SHARED: dict[tuple[str, str], ClockTicker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_ticker(options: Mapping[str, Any], topic: str, interval_ms: int) -> ClockTicker:
+def shared_ticker(options: Mapping[str, Any], topic: str, interval_ms: int,
+                  on_fatal: Callable[[str], None] | None = None) -> ClockTicker:
     """The one running ticker of this process for (bootstrap, topic), started on first use (an
     operator reopened after a failover in the same worker process reuses it)."""
     key = (str(options.get("bootstrap.servers")), topic)
     with _SHARED_LOCK:
         ticker = _SHARED.get(key)
         if ticker is None or not ticker.is_alive():
-            ticker = _SHARED[key] = ClockTicker(options, topic, interval_ms)
+            ticker = _SHARED[key] = ClockTicker(options, topic, interval_ms, on_fatal=on_fatal)
             ticker.start()
         return ticker
 

@@ -277,7 +277,7 @@ class JobConfig:
         w = self.values["window"]
         origin = self.origin_ms if self.origin_ms is not None else origin_ms
         if origin is None:
-            raise ValueError("JobConfig: the schedule's origin is not known yet (see stream.origin.resolve_origin)")
+            raise ValueError("JobConfig: the schedule's origin is not known yet (see stream.ledger.resolve_origin)")
         return ReleaseSchedule(size_ms=w["size_ms"], origin_ms=origin, mode=w["mode"], grace_ms=w["grace_ms"],
                                until_ms=self.until_ms, max_future_ms=w["max_future_ms"], max_past_ms=w["max_past_ms"])
 

@@ -24,13 +24,11 @@ import numpy as np
 
 from connectors.decode import MessageDecoder
 
-from .clock import TICK, is_tick
+from .clock import is_tick
 from .message_batch import NO_TIMESTAMP, unpack_batch
 from .schedule import ELEMENT_REASONS, ReleaseSchedule
 
 __all__ = ["BatchOutcome", "decode_batch"]
-
-_TICK_LENGTH = len(TICK)
 
 
 @dataclass
@@ -49,7 +47,7 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
     """Decode one ``MessageBatcher`` record under ``schedule`` (see the module docstring)."""
     timestamps, messages = unpack_batch(data)
     out = BatchOutcome()
-    ticks = {i for i, m in enumerate(messages) if m is not None and len(m) == _TICK_LENGTH and is_tick(m)}
+    ticks = {i for i, m in enumerate(messages) if is_tick(m)}
     out.ticks = len(ticks)
     if ticks:
         kept = [i for i in range(len(messages)) if i not in ticks]

@@ -152,12 +152,13 @@ def _launch_gateway_logging_to(path: Path, hidden_env: Iterable[str] = ()) -> No
 
 
 def latest_checkpoint(cfg: JobConfig) -> Path | None:
-    """The newest complete retained checkpoint of this deployment (``chk-N`` holding ``_metadata``), if any."""
+    """The newest complete retained checkpoint of this deployment (``chk-N`` holding ``_metadata``), or
+    the final savepoint of a stopped live schedule (``savepoints/savepoint-…``) if that is newer."""
     found = []
-    for meta in cfg.checkpoint_path().glob("*/chk-*/_metadata"):
+    for meta in [*cfg.checkpoint_path().glob("*/chk-*/_metadata"), *cfg.checkpoint_path().glob("savepoints/*/_metadata")]:
         try:
-            found.append((meta.stat().st_mtime, int(meta.parent.name[4:]), meta.parent))
-        except (OSError, ValueError):
+            found.append((meta.stat().st_mtime, meta.parent.name, meta.parent))
+        except OSError:
             continue
     return max(found)[2] if found else None
 
@@ -213,6 +214,17 @@ def _kafka_properties(builder, cfg: JobConfig):
     for key, value in java_client_properties(cfg.kafka_client_options()).items():
         builder = builder.set_property(key, value)
     return builder
+
+
+def source_parallelism(cfg: JobConfig) -> int:
+    """The Kafka source's subtasks: ``flink.parallelism``, but no more than the input topic has
+    partitions — a live job's watermark is the minimum over its source subtasks, and one without a
+    partition never advances (it would hold every release back)."""
+    from connectors.kafka_io import topic_settings
+
+    found = topic_settings(cfg.kafka_client_options(), cfg["kafka.input_topic"], [])["partitions"]
+    partitions = int(found) if found else cfg["flink.parallelism"]
+    return max(1, min(cfg["flink.parallelism"], partitions))
 
 
 def _batched(records, cfg: JobConfig):
@@ -300,10 +312,13 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     # no watermark is ever made from the data: the broker's clock (live) or end of input (replay)
     watermarks = _clock_watermarks() if live else WatermarkStrategy.no_watermarks()
     records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
+    readers = source_parallelism(cfg)
+    if readers < cfg["flink.parallelism"]:  # a source subtask without a partition would hold the watermark back
+        records = records.set_parallelism(readers)
 
-    batched = _batched(records, cfg)
+    batched = _batched(records, cfg).set_parallelism(readers)
     batches = (
-        batched.process(DecodeOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+        batched.process(DecodeOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
         .name(STEP_IDS["decode"])
         .uid(STEP_IDS["decode"])
     )
@@ -312,13 +327,13 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     if cfg.unit.kind == "user":  # the per-unit cap sits between decode and the sketches
         to_sketches = (
             batches.key_by(lambda r: r[0], key_type=Types.INT())
-            .process(CapOperator(values), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+            .process(CapOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
             .name(STEP_IDS["cap"])
             .uid(STEP_IDS["cap"])
         )
     releases = (
         to_sketches.key_by(lambda r: r[0], key_type=Types.INT())
-        .process(SketchOperator(values), output_type=Types.TUPLE([Types.LONG(), raw]))
+        .process(SketchOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.LONG(), raw]))
         .name(STEP_IDS["sketch"])
         .uid(STEP_IDS["sketch"])
     )
@@ -328,7 +343,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
              .map(lambda n: (n, b""), output_type=Types.TUPLE([Types.LONG(), raw])).uid("start-record"))
     reports = (
         releases.union(start).key_by(lambda r: 0, key_type=Types.INT())
-        .process(ReleaseOperator(values, str(run_dir), cfg.kafka_client_options()), output_type=raw)
+        .process(ReleaseOperator(values, schedule.origin_ms, str(run_dir), cfg.kafka_client_options()), output_type=raw)
         .name(STEP_IDS["release"])
         .uid(STEP_IDS["release"])
         .set_parallelism(1)

@@ -135,8 +135,9 @@ def resolve_origin(cfg, now_ms: int) -> int:
 
 
 def job_schedule(cfg):
-    """The release schedule the job's operators use: the configured origin, or the one stored in
-    the ledger by :func:`resolve_origin` (shared storage on a cluster)."""
+    """The release schedule of ``cfg``'s deployment: the configured origin, or the one stored in the
+    ledger by :func:`resolve_origin` (read where the job is built; the operators get the origin
+    with their configuration)."""
     origin = cfg.origin_ms
     if origin is None:
         origin = ReleaseLedger(cfg["output.ledger_dir"]).stored_schedule_start()

@@ -18,6 +18,7 @@ Every exported metric is public or computed from published reports (spec §0.1 f
 from __future__ import annotations
 
 from connectors.decode import REASONS
+from connectors.skips import is_unparsable
 
 from .report_metrics import METRIC_NAMES as REPORT_METRICS
 
@@ -26,7 +27,8 @@ __all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS"
 
 #: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
-    "decode": ("dead_letters_no_timestamp", "dead_letters_bad_batch", *(f"dead_letters_{r}" for r in REASONS)),
+    "decode": ("dead_letters_no_timestamp", "dead_letters_bad_batch",
+               *(f"dead_letters_{r}" for r in REASONS if is_unparsable(r))),
     "release": ("windows_released", "windows_republished", "windows_refused"),
 }
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from connectors.decode import REASONS, MessageDecoder
+from connectors.skips import is_unparsable
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
@@ -56,7 +57,7 @@ except ImportError:  # pragma: no cover - exercised only without apache-flink in
     KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
     Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
 
-__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "ReleaseOperator", "STEP_IDS", "START", "TICK",
+__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "ReleaseOperator", "STEP_IDS", "START", "TICK_WINDOW",
            "COUNTED_REASONS", "sketch_payloads", "unit_shards", "expand", "expand_by_partition", "ipv4_payloads",
            "pack_levels", "unpack_levels", "stamp", "unstamp"]
 
@@ -75,7 +76,7 @@ def dead_letter_tag():
     return OutputTag(STEP_IDS["dead_letter"], _bytes_type())
 
 
-TICK = -1  # the window field of a tick record (decode -> sketch)
+TICK_WINDOW = -1  # the window field of a tick record (decode -> cap -> sketch -> release)
 
 
 def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray]]:
@@ -246,12 +247,12 @@ def unstamp(data: bytes) -> tuple[int | None, bytes]:
 
 
 def _open_common(op, runtime_context, step: str) -> None:
-    """What every operator sets up in ``open``: its configuration, the public schedule and metric counters."""
+    """What every operator sets up in ``open``: its configuration, the public schedule (its origin
+    resolved at submission, :func:`stream.ledger.job_schedule`) and metric counters."""
     from .config import load_config_values
-    from .ledger import job_schedule
 
     op.cfg = load_config_values(op.cfg_values)
-    op.schedule = job_schedule(op.cfg)
+    op.schedule = op.cfg.schedule(op.origin_ms)
     op.metrics = _Counters(runtime_context.get_metrics_group().add_group(METRIC_GROUP).add_group(STEP_IDS[step]))
 
 
@@ -269,18 +270,20 @@ class _Counters:
         counter.inc(n)
 
 
-#: Dead-letter reasons counted in the job's metrics: records that are not elements (unparsable,
-#: operational). Well-formed elements rejected by the schedule (:data:`stream.schedule.ELEMENT_REASONS`)
-#: are dead-lettered but never counted in a metric (spec §0.1 f).
-COUNTED_REASONS = frozenset(REASONS) | {"no_timestamp", "bad_batch"}
+#: Dead-letter reasons counted in the job's metrics: records that hold no element (unparsable,
+#: operational; the same classification as the batch commands', :data:`connectors.skips.UNPARSABLE`).
+#: Valid records of another kind (``wrong_family``, a path of another depth) and elements the schedule
+#: rejects (:data:`stream.schedule.ELEMENT_REASONS`) are dead-lettered but never counted (spec §0.1 f).
+COUNTED_REASONS = frozenset(r for r in REASONS if is_unparsable(r)) | {"no_timestamp", "bad_batch"}
 
 
 class DecodeOperator(ProcessFunction):
     """Decode a batch of messages (from the Java ``MessageBatcher``), skip clock records, dead-letter
     bad and rejected ones, expand the rest per level and partition (stateless)."""
 
-    def __init__(self, cfg_values: dict) -> None:
+    def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
+        self.origin_ms = origin_ms  # the schedule's public origin (resolved at submission)
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "decode")
@@ -312,7 +315,7 @@ class DecodeOperator(ProcessFunction):
             # the release operator its next window's.
             self.ticked = mark
             for key in self.tick_keys:
-                yield key, TICK, b"", b""
+                yield key, TICK_WINDOW, b"", b""
         if self.slow:  # test hook (output.test_slow_decode_ms): subtask 1 lags behind
             import time
 
@@ -346,9 +349,14 @@ def unit_field_of(cfg: JobConfig) -> str | None:
 class _Recent(dict):
     """The decoded state values of the most recently used (key, window) pairs (their state holds
     every one): a replay keeps every window of its range open until the end, and the decoded form is
-    ~20x the serialised one, so only a few stay decoded."""
+    ~20x the serialised one, so only ``limit`` stay decoded — a few windows of every key a subtask
+    may hold (a cyclic access pattern over more keys than that would miss every time)."""
 
     LIMIT = 8
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        super().__init__()
+        self.limit = max(limit, self.LIMIT)
 
     def get(self, key, default=None):
         value = super().pop(key, None)
@@ -360,7 +368,7 @@ class _Recent(dict):
     def __setitem__(self, key, value) -> None:
         super().pop(key, None)
         super().__setitem__(key, value)
-        while len(self) > self.LIMIT:
+        while len(self) > self.limit:
             del self[next(iter(self))]
 
 
@@ -375,8 +383,9 @@ class CapOperator(KeyedProcessFunction):
     sketches (the first ones in arrival order); the excess is dropped (and not counted anywhere:
     the number would track the data, spec §0.1 f)."""
 
-    def __init__(self, cfg_values: dict) -> None:
+    def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
+        self.origin_ms = origin_ms  # the schedule's public origin (resolved at submission)
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "cap")
@@ -384,15 +393,16 @@ class CapOperator(KeyedProcessFunction):
             MapStateDescriptor(f"{STEP_IDS['cap']}-units", Types.LONG(), _bytes_type())
         )
         self.partitions = range(self.cfg.params.partitions)
-        self.cache: dict[tuple[int, int], UnitCap] = _Recent()  # (shard, window) → the state's current value
+        # (shard, window) → the state's current value; a few open windows of every shard
+        self.cache: dict[tuple[int, int], UnitCap] = _Recent(4 * self.cfg.values["flink"]["parallelism"])
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         _, window, payload, _ = value
-        if window == TICK:
+        if window == TICK_WINDOW:
             for open_window in list(self.state.keys()):
                 ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
             for p in self.partitions:
-                yield p, TICK, b"", b""
+                yield p, TICK_WINDOW, b"", b""
             return
         if _released(self.schedule, window, ctx):
             return
@@ -425,8 +435,9 @@ class SketchOperator(KeyedProcessFunction):
     """Keyed by partition: the h level sketches per window; releases noisy values at the window's
     scheduled release time."""
 
-    def __init__(self, cfg_values: dict) -> None:
+    def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
+        self.origin_ms = origin_ms  # the schedule's public origin (resolved at submission)
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "sketch")
@@ -436,7 +447,7 @@ class SketchOperator(KeyedProcessFunction):
         self.label_state = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['sketch']}-labels", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
-        self.cache: dict[tuple[int, int], list[MisraGries]] = _Recent()
+        self.cache: dict[tuple[int, int], list[MisraGries]] = _Recent(4 * self.cfg.params.partitions)
         self.noise_for = noise_source_factory(self.cfg.seed)
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
@@ -462,10 +473,10 @@ class SketchOperator(KeyedProcessFunction):
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         partition, window, payload, labels = value
-        if window == TICK:  # re-register the timers of every open window (see DecodeOperator)
+        if window == TICK_WINDOW:  # re-register the timers of every open window (see DecodeOperator)
             for open_window in list(self.state.keys()):
                 ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
-            yield TICK, b""  # and let the release operator register its next window's
+            yield TICK_WINDOW, b""  # and let the release operator register its next window's
             return
         if _released(self.schedule, window, ctx):
             return
@@ -536,8 +547,9 @@ class ReleaseOperator(KeyedProcessFunction):
     element arrived; the report's Kafka timestamp is its scheduled time. In live mode this
     operator also runs the job's clock (:class:`stream.clock.ClockTicker`)."""
 
-    def __init__(self, cfg_values: dict, run_dir: str, kafka_options: dict | None = None) -> None:
+    def __init__(self, cfg_values: dict, origin_ms: int, run_dir: str, kafka_options: dict | None = None) -> None:
         self.cfg_values = cfg_values
+        self.origin_ms = origin_ms  # the schedule's public origin (resolved at submission)
         self.run_dir = run_dir
         self.kafka_options = kafka_options  # resolved at submission: workers do not see env: secrets
 
@@ -561,8 +573,10 @@ class ReleaseOperator(KeyedProcessFunction):
         self.released_here = 0
         self.ticker = None
         if self.schedule.mode == LIVE and self.kafka_options is not None:
+            run_dir = self.run_dir
             self.ticker = shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"],
-                                        self.cfg["window.clock_tick_ms"])
+                                        self.cfg["window.clock_tick_ms"],
+                                        on_fatal=lambda message: write_fatal(run_dir, message))
 
     def close(self) -> None:
         if self.ticker is not None:
@@ -583,16 +597,23 @@ class ReleaseOperator(KeyedProcessFunction):
         window, payload = value
         nxt = self._next()
         self._arm(ctx, nxt)
-        if window in (START, TICK) or window < nxt:  # window < nxt: from a broker clock that went backwards
+        if window in (START, TICK_WINDOW) or window < nxt:  # window < nxt: from a broker clock that went backwards
             return
         gathered = self.pending.get(window) or []
         gathered.append(payload)
         self.pending.put(window, gathered)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        due = self.schedule.start_of_release_time(timestamp)
-        if ctx.timer_service().current_watermark() >= MAX_WATERMARK and self.schedule.mode == REPLAY:
-            due = self.schedule.last_window  # end of a replay's input: every window of its range is due
+        watermark = ctx.timer_service().current_watermark()
+        if watermark >= MAX_WATERMARK:
+            # end of input: a replay's whole range is due; a live job (no end) only what the timer says
+            due = self.schedule.last_window if self.schedule.mode == REPLAY else \
+                self.schedule.start_of_release_time(timestamp)
+        else:
+            # every window whose scheduled release the watermark has passed (after a downtime, many):
+            # their sketches' releases have all arrived, since those fire at the same watermark
+            due = max(self.schedule.start_of_release_time(timestamp),
+                      self.schedule.start_of(watermark - self.schedule.grace_ms) - self.schedule.size_ms)
         window = self._next()
         while window <= due and self.schedule.in_schedule(window):
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]

@@ -95,10 +95,15 @@ def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> Loc
     return broker if broker is not None and broker.started else None
 
 
+#: In the ledger: a live schedule's ``window.until`` once its last report is committed and the job stopped.
+SCHEDULE_ENDED = "schedule-ended"
 #: A live job's input topic: every record carries the broker's arrival time (spec §0.1 e).
 LIVE_INPUT_TOPIC = {"message.timestamp.type": "LogAppendTime"}
 #: The job's output topics keep the timestamps the job writes (a report's: its scheduled time).
 OUTPUT_TOPIC = {"message.timestamp.type": "CreateTime"}
+#: The reports topic also keeps its records for good: a replay's reports carry timestamps in the past,
+#: which time-based retention would delete right after they are written (reports are small).
+REPORTS_TOPIC = {**OUTPUT_TOPIC, "retention.ms": "-1"}
 _TIMESTAMP_TYPE = "message.timestamp.type"
 
 
@@ -114,33 +119,34 @@ def ensure_job_topics(cfg: JobConfig) -> None:
 
     opts = cfg.kafka_client_options()
     inp, reports, dead = cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]
-    configs = {reports: OUTPUT_TOPIC, dead: OUTPUT_TOPIC}
+    configs = {reports: REPORTS_TOPIC, dead: OUTPUT_TOPIC}
     if cfg.mode == LIVE:
         configs[inp] = LIVE_INPUT_TOPIC
     create_topics(opts, [inp, dead], partitions=cfg["flink.parallelism"], configs=configs)
     create_topics(opts, [reports], partitions=1, configs=configs)  # one partition: readers see window order
+    found = {topic: topic_settings(opts, topic, [_TIMESTAMP_TYPE]) for topic in configs}
     for topic, wanted in configs.items():
-        found = topic_settings(opts, topic, [_TIMESTAMP_TYPE])
-        if found[_TIMESTAMP_TYPE] == wanted[_TIMESTAMP_TYPE]:
+        stored = found[topic][_TIMESTAMP_TYPE]
+        if stored == wanted[_TIMESTAMP_TYPE]:
             continue
         if topic == inp:
             raise ConfigError(
-                f"kafka: input topic {topic} stores {found[_TIMESTAMP_TYPE]} timestamps (set by its producers); a live "
+                f"kafka: input topic {topic} stores {stored} timestamps (set by its producers); a live "
                 "job needs the broker's arrival time (LogAppendTime) to decide windows. Change it with "
                 f"`kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
                 f"{_TIMESTAMP_TYPE}=LogAppendTime`, or replay past data with window.mode = 'replay'")
-        raise ConfigError(f"kafka: topic {topic} stores {found[_TIMESTAMP_TYPE]} timestamps; the job's output topics "
+        raise ConfigError(f"kafka: topic {topic} stores {stored} timestamps; the job's output topics "
                           f"need CreateTime (a report's timestamp is its scheduled release time); set "
                           f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic")
-    found = topic_settings(opts, reports, [])
-    if found["partitions"] is not None and int(found["partitions"]) > 1:
-        _say(f"dphhh: warning: reports topic {reports} has {found['partitions']} partitions: the job writes its reports "
+    parts = found[reports]["partitions"]
+    if parts is not None and int(parts) > 1:
+        _say(f"dphhh: warning: reports topic {reports} has {parts} partitions: the job writes its reports "
              "in window order, but readers of several partitions may see them out of order (give it one partition)")
-    if cfg.mode == LIVE:
-        found = topic_settings(opts, inp, [])
-        if found["partitions"] is not None and int(found["partitions"]) < cfg["flink.parallelism"]:
-            _say(f"dphhh: warning: input topic {inp} has {found['partitions']} partitions for flink.parallelism = "
-                 f"{cfg['flink.parallelism']}: some source subtasks read nothing (give it one partition per subtask)")
+    parts = found[inp]["partitions"] if inp in found else None
+    if parts is not None and int(parts) < cfg["flink.parallelism"]:
+        _say(f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
+             f"{cfg['flink.parallelism']}: the job reads it with {parts} source subtask(s) (give it one partition per "
+             "subtask to use them all)")
 
 
 def root_cause(exc: BaseException) -> str:
@@ -408,6 +414,14 @@ def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
     return max(0, (last_due - nxt) // schedule.size_ms + 1)
 
 
+def _committed(cfg: JobConfig, window_start: int) -> bool:
+    """Whether the reports topic holds a committed report of the window starting at ``window_start``."""
+    from connectors.kafka_io import read_to_end
+
+    return any(json.loads(v).get("window", {}).get("start_ms") == window_start
+               for _, v in read_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"]))
+
+
 def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> None:
     """Stop the job gracefully: a final savepoint commits both sinks' open transactions, then the
     job finishes (a live job whose schedule has ended)."""
@@ -442,10 +456,16 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         from .ledger import ReleaseLedger, resolve_origin
 
         schedule = cfg.schedule(resolve_origin(cfg, int(time.time() * 1000)))  # before any sample is fed
-        released = ReleaseLedger(cfg["output.ledger_dir"]).windows()
-        if schedule.mode == LIVE and schedule.until_ms is not None and schedule.last_window in released:
-            _say(f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until) and its "
-                 "last window is published: nothing left to do")
+        ledger = ReleaseLedger(cfg["output.ledger_dir"])
+        released = ledger.windows()
+        marker = ledger.directory / SCHEDULE_ENDED
+        if schedule.mode == LIVE and schedule.until_ms is not None and schedule.last_window in released \
+                and not marker.exists() and _committed(cfg, schedule.last_window):
+            marker.write_text(f"{schedule.until_ms}\n")  # stopped after the last commit, before the marker
+        if schedule.mode == LIVE and schedule.until_ms is not None and marker.exists() \
+                and int(marker.read_text().strip() or 0) >= schedule.until_ms:
+            _say(f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until), every "
+                 "report committed: nothing left to do")
             return 0
         backlog = windows_due(schedule, released, int(time.time() * 1000))
         if backlog > 1000:
@@ -486,7 +506,12 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
             if time.monotonic() - ended[0] >= hold_s:
                 ended.append(time.monotonic())
                 _say("dphhh run: stopping the job with a final savepoint ...")
-                stop_with_savepoint(client, cfg)
+                try:
+                    stop_with_savepoint(client, cfg)
+                except Exception as exc:  # the job keeps its checkpoints: a new run resumes and stops again
+                    raise JobFailed(f"the final savepoint failed ({root_cause(exc)}); start the job again: it "
+                                    "resumes from its newest checkpoint") from None
+                marker.write_text(f"{schedule.until_ms}\n")
 
         try:
             wait_for_job(client, on_tick=on_tick)

@@ -21,12 +21,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from connectors.decode import MessageDecoder
-from connectors.kafka_io import PackedProducer, create_topics, read_to_end
+from connectors.kafka_io import PackedProducer, read_to_end
 from sketches.misra_gries import MisraGries
 from stream.clock import is_tick
 from stream.config import load_config
 from stream.operators import expand
-from stream.runner import LIVE_INPUT_TOPIC, OUTPUT_TOPIC
+from stream.runner import ensure_job_topics
 from stream.schedule import LIVE, ReleaseSchedule
 
 BOOTSTRAP = "127.0.0.1:9092"
@@ -71,17 +71,12 @@ def replay_window(base: int, windows: int, size: int, **more: Any) -> dict[str, 
 
 
 def publish(config: Path, messages: Iterable[tuple[int | None, bytes]]):
-    """Create the job's topics (a live job's input records arrival times) and publish ``messages``
-    ((timestamp or None, value)); returns (the configuration, the open producer)."""
+    """Create and check the job's topics as the job does (:func:`stream.runner.ensure_job_topics`: a
+    live input records arrival times) and publish ``messages`` ((timestamp or None, value)); returns
+    (the configuration, the open producer)."""
     cfg = load_config(config, environ={})
-    opts = cfg.kafka_client_options()
-    inp = cfg["kafka.input_topic"]
-    configs = {cfg["kafka.reports_topic"]: OUTPUT_TOPIC, cfg["kafka.dead_letter_topic"]: OUTPUT_TOPIC}
-    if cfg.mode == LIVE:
-        configs[inp] = LIVE_INPUT_TOPIC
-    create_topics(opts, [inp, cfg["kafka.dead_letter_topic"]], partitions=cfg["flink.parallelism"], configs=configs)
-    create_topics(opts, [cfg["kafka.reports_topic"]], partitions=1, configs=configs)  # as the job makes it
-    producer = PackedProducer(opts, inp)
+    ensure_job_topics(cfg)
+    producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
     for ts, value in messages:
         producer.send_value(value, ts)
     producer.flush()
@@ -97,9 +92,9 @@ def run_replay(tmp_path: Path, config: Path, messages, timeout_s: float = 240) -
     return cfg, result
 
 
-def read_now(options, topic: str, timeout_s: float = 60) -> list[tuple[int, bytes]]:
+def read_now(options, topic: str) -> list[tuple[int, bytes]]:
     """Every committed record of ``topic`` up to its end now (see :func:`connectors.kafka_io.read_to_end`)."""
-    return read_to_end(options, topic, timeout_s)
+    return read_to_end(options, topic)
 
 
 def report_records(cfg) -> list[tuple[int, bytes]]:

@@ -197,6 +197,7 @@ def _check_exactly_once(tmp_path: Path, cfg, origin: int) -> int:
     got = dumped(tmp_path)
     offline = offline_sketches(cfg, input_log(cfg), cfg.schedule(origin))
     released = {key: sk for key, sk in offline.items() if key[0] <= starts[-1]}
+    assert {key for key in got if key[0] <= starts[-1]} == set(released)  # no sketch the input does not explain
     for key, sketch in released.items():
         assert got[key] == sketch, key  # every element counted exactly once
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(found)] == found

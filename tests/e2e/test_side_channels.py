@@ -9,7 +9,9 @@ the schedule's origin, on X plus one element, for each placement a review found 
   move the watermark and make them late);
 * ``over_size_limit``: one more address in a packed message exactly at ``input.max_message_bytes``
   (the message used to be dead-lettered whole);
-* ``far_future``: an element whose own time is ~10^10 ms ahead (it used to open ~10^6 windows).
+* ``far_future``: an element whose own time is ~10^10 ms ahead (it used to open ~10^6 windows);
+* ``beyond_band``: an element whose own time lies inside the schedule but further ahead of its
+  arrival than ``window.max_future_ms``.
 
 Every observable except the reports' noisy values must be identical: the list of reported windows,
 each report's Kafka record timestamp relative to the origin, the set of metric names and every
@@ -25,6 +27,7 @@ import base64
 import json
 import re
 import subprocess
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,7 @@ SIZE = 2000
 WINDOWS = 4
 GRACE = 500
 LIMIT = 4096  # input.max_message_bytes of the packed runs
+BAND = 3000  # window.max_future_ms and max_past_ms
 #: report metrics of `dphhh run` that are not computed from reports (compared by value)
 OPERATIONAL = ("dphhh_kafka_broker_up", "dphhh_kafka_connect_retries_total", "dphhh_reports_topic_stalled")
 
@@ -63,6 +67,8 @@ def json_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
         rows.append((3400, _row("192.0.2.56", 4100)))  # of window 2, sent during window 1
     elif extra == "far_future":
         rows.append((2300, _row("192.0.2.57", 10**10)))
+    elif extra == "beyond_band":
+        rows.append((1000, _row("192.0.2.57", 1000 + BAND + 1000)))  # window 2 or 3, but 4 s ahead of arrival
     return sorted(rows, key=lambda r: r[0])
 
 
@@ -86,7 +92,7 @@ class Observed:
     record_times: list[int]
     metric_names: set[str]
     metric_values: dict[str, float]
-    dead: list[tuple[str, str]]
+    dead: Counter  # (reason, value) -> how many times on the dead-letter topic
     log_lines: list[str]  # dphhh run's own output (stderr), in order
     flink_warnings: set[str]  # the job's WARN/ERROR log lines
     window_totals: dict[int, int]  # NON-PRIVATE (test hook): elements counted per window, level 1
@@ -167,7 +173,7 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     config = write_config(
         tmp_path, name, input=inp,
         window={"size_ms": SIZE, "origin": origin, "until": origin + WINDOWS * SIZE, "grace_ms": GRACE,
-                "max_future_ms": 10_000, "max_past_ms": 10_000},
+                "max_future_ms": BAND, "max_past_ms": BAND},
         privacy={"epsilon": 1.0, "tau": 50.0, "counters": 64, "partitions": 2, "seed": 77},
         flink={"checkpoint_interval_ms": 1000, "prometheus_port": str(job_port)},
         output={"metrics_port": report_port, "test_hold_s": 3.0},
@@ -199,7 +205,7 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
         record_times=[ts - origin for ts, _ in records],
         metric_names=names,
         metric_values=values,
-        dead=sorted((d["reason"], d["value_b64"]) for d in map(json.loads, dead_letters(cfg))),
+        dead=Counter((d["reason"], d["value_b64"]) for d in map(json.loads, dead_letters(cfg))),
         log_lines=_masked_lines(err.read_text(), run),
         flink_warnings=_flink_warnings(flink_log, run),
         window_totals=totals,
@@ -214,8 +220,7 @@ def assert_same_observables(x: Observed, y: Observed, own_dead_letter: tuple[str
     assert x.record_times == y.record_times == [(w + 1) * SIZE + GRACE for w in range(WINDOWS)]  # scheduled
     assert x.metric_names == y.metric_names
     assert x.metric_values == y.metric_values
-    extra = sorted(set(y.dead) - set(x.dead))
-    assert sorted(set(x.dead) - set(y.dead)) == [] and extra == ([own_dead_letter] if own_dead_letter else [])
+    assert y.dead - x.dead == (Counter([own_dead_letter]) if own_dead_letter else Counter()) and not x.dead - y.dead
     assert x.log_lines == y.log_lines, "\n".join(sorted(set(x.log_lines) ^ set(y.log_lines)))
     assert x.flink_warnings == y.flink_warnings, "\n".join(sorted(x.flink_warnings ^ y.flink_warnings))
 
@@ -235,6 +240,7 @@ def json_x(broker, tmp_path_factory) -> Observed:
     ("first_window", 0, None),
     ("late_before_stragglers", 2, None),
     ("far_future", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
+    ("beyond_band", None, "too_far_ahead"),  # inside the schedule, beyond the band
 ])
 def test_one_more_json_element_changes_no_observable(json_x, tmp_path: Path, placement: str, window: int | None,
                                                      dead_reason: str | None) -> None:
@@ -243,7 +249,7 @@ def test_one_more_json_element_changes_no_observable(json_x, tmp_path: Path, pla
     y = run_live(tmp_path, f"side-json-{placement.replace('_', '-')}", "json", json_plan(placement))
     own = None
     if dead_reason is not None:  # the added element's own dead letter (its value holds its own time)
-        extra = sorted(set(y.dead) - set(json_x.dead))
+        extra = list((y.dead - json_x.dead).elements())
         assert len(extra) == 1 and extra[0][0] == dead_reason and b"192.0.2.57" in base64.b64decode(extra[0][1])
         own = extra[0]
     assert_same_observables(json_x, y, own)

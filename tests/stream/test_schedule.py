@@ -146,3 +146,45 @@ def test_the_embedded_default_run_is_a_new_deployment_each_time() -> None:
     for key in ("output.ledger_dir", "flink.checkpoint_dir", "kafka.group_id"):
         assert first[key] != second[key]
     load_config(overrides=embedded_run_overrides(), environ={})  # valid keys
+
+
+_stamps = st.integers(min_value=0, max_value=12_000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_stamps, _stamps, st.booleans()), max_size=30), st.tuples(_stamps, _stamps),
+       st.integers(0, 30), st.sampled_from([LIVE, REPLAY]))
+def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at, mode) -> None:
+    """Through decode_batch itself (the job's code path, where lateness used to come from the
+    watermark): for any batch X of JSON records (own time, arrival, some malformed) and one more
+    record e anywhere in it, X + e yields X's windows with e's value added to its own window (or e's
+    own dead letter), and exactly X's other dead letters."""
+    from stream.decode_batch import decode_batch
+    from stream.message_batch import pack_batch
+    from connectors.decode import MessageDecoder
+
+    schedule = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=200, until_ms=10_000,
+                               max_future_ms=2500, max_past_ms=1500)
+    decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
+
+    def record(i: int, t: int, ok: bool) -> bytes:
+        return (f'{{"ip": "10.0.{i // 256}.{i % 256}", "t": {t}}}' if ok else f'{{"t": {t}}}').encode()
+
+    messages = [record(i, t, ok) for i, (t, _, ok) in enumerate(rows)]
+    stamps = [a for _, a, _ in rows]
+    e = f'{{"ip": "192.0.2.1", "t": {extra[0]}}}'.encode()
+    at = min(at, len(rows))
+    base = decode_batch(pack_batch(stamps, messages), decoder, schedule)
+    more = decode_batch(pack_batch(stamps[:at] + [extra[1]] + stamps[at:], messages[:at] + [e] + messages[at:]),
+                        decoder, schedule)
+    assert [d for d in more.dead if d[1] != e] == base.dead  # the others' dead letters, unchanged
+    base_windows = {start: values.tolist() for start, values, _ in base.windows}
+    more_windows = {start: values.tolist() for start, values, _ in more.windows}
+    e_value = 0xC0000201
+    own = [start for start, values in more_windows.items() if e_value in values]
+    assert len(own) + sum(1 for d in more.dead if d[1] == e) == 1  # e counted once or dead-lettered
+    for start in own:
+        more_windows[start].remove(e_value)
+        if not more_windows[start]:
+            del more_windows[start]
+    assert more_windows == base_windows  # every other element in the same window, in the same order
