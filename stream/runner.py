@@ -416,10 +416,10 @@ def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
 
 def _committed(cfg: JobConfig, window_start: int) -> bool:
     """Whether the reports topic holds a committed report of the window starting at ``window_start``."""
-    from connectors.kafka_io import read_to_end
+    from connectors.kafka_io import iter_to_end
 
     return any(json.loads(v).get("window", {}).get("start_ms") == window_start
-               for _, v in read_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"]))
+               for _, _, v in iter_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"]))
 
 
 def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> None:
