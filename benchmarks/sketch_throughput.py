@@ -21,6 +21,14 @@ path: generalising each address to each level (masking) plus inserting the four 
     key. Note that it is a different algorithm (weighted MG with a median purge, a hash map of
     2^lg_max_k slots), so it is a speed reference, not a drop-in equivalent.
 
+(d) ``weighted``: the same addresses as **flow records** with seeded integer weights (packets per
+    flow: ``min(zipf(--weight-zipf), W)``, W = ``--weight-cap``, default 64, clipped with
+    :func:`sketches.misra_gries.clip_weights`) through ``LevelSketches.update(values, weights)``,
+    printed as records/s and weight units/s; beside it the same records expanded into
+    their weight-many unit inserts through the unit path (``np.repeat``, not timed), timed on a
+    prefix (``--expanded-records``), whose final state must equal the weighted one (checked and
+    printed). The unweighted row (a) is the unit path, unchanged.
+
 The pure-Python baselines are too slow for the full stream on a small machine, so by default they
 are timed on a prefix of the stream (``--dict-elements``, ``--ds-elements``; default 10^6). The
 project is timed both on the full stream and on each prefix length; the printed ratios compare
@@ -50,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
 from sketches.level_sketches import LevelSketches  # noqa: E402
+from sketches.misra_gries import clip_weights  # noqa: E402
 
 TARGET_RATIO_DICT = 10.0
 
@@ -150,6 +159,12 @@ class DictMisraGries:
         self.total += len(items)
 
 
+def flow_weights(n: int, *, seed: int, s: float, cap: int) -> np.ndarray:
+    """``n`` seeded weights (packets per flow), ``min(zipf(s), cap)``, int64, each in 1..cap."""
+    rng = np.random.default_rng(seed + 1)
+    return clip_weights(rng.zipf(s, n), cap, owner="flow_weights")
+
+
 # ------------------------------------------------------------------------------------------------
 # Runners: each returns (seconds, object holding the final state)
 
@@ -164,6 +179,14 @@ def run_project(stream: np.ndarray, kappa: int, batch: int) -> tuple[float, Leve
     t0 = time.perf_counter()
     for chunk in chunks(stream, batch):
         sk.update(chunk)
+    return time.perf_counter() - t0, sk
+
+
+def run_project_weighted(stream: np.ndarray, weights: np.ndarray, kappa: int, batch: int) -> tuple[float, LevelSketches]:
+    sk = LevelSketches(IPv4Hierarchy(), kappa, 1)
+    t0 = time.perf_counter()
+    for chunk, w in zip(chunks(stream, batch), chunks(weights, batch)):
+        sk.update(chunk, w)
     return time.perf_counter() - t0, sk
 
 
@@ -244,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--zipf-sweep", type=lambda t: [float(v) for v in t.split(",")], default=None, metavar="S1,S2,...",
                     help="also print a table of rates/ratios for these Zipf exponents (e.g. 1.1,1.3,1.5)")
     ap.add_argument("--sweep-elements", type=int, default=1_000_000, help="stream length per sweep point (default 10^6)")
+    ap.add_argument("--weight-cap", type=int, default=64, help="public weight cap W of the weighted records (default 64)")
+    ap.add_argument("--weight-zipf", type=float, default=1.5, help="Zipf exponent of the record weights (default 1.5)")
+    ap.add_argument("--expanded-records", type=int, default=1_000_000,
+                    help="records expanded into unit inserts for the comparison (default 10^6; 0 = all)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2·10^5 elements, 10^5-element prefixes, 1 repeat")
     args = ap.parse_args(argv)
     if args.quick:
@@ -251,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dict_elements = min(args.dict_elements or 100_000, 100_000)
         args.ds_elements = min(args.ds_elements or 100_000, 100_000)
         args.sweep_elements = min(args.sweep_elements, 100_000)
+        args.expanded_records = min(args.expanded_records or 100_000, 100_000)
         args.repeat = 1
     n = args.elements
     dict_n = min(args.dict_elements or n, n)
@@ -332,9 +360,43 @@ def main(argv: list[str] | None = None) -> int:
     if dict_n < n or ds_n < n:
         print(f"note: the Python-driven baselines were timed on a prefix of the {n:,}-element stream because full runs "
               "take too long; the stream is stationary, so per-element rates are comparable.")
+    weighted(args, stream)
     if args.zipf_sweep:
         sweep(args, masks)
     return 0
+
+
+def weighted(args, stream: np.ndarray) -> None:
+    """Table (d): the stream as weighted flow records, against expanding them into unit inserts."""
+    n = stream.shape[0]
+    exp_n = min(args.expanded_records or n, n)
+    weights = flow_weights(n, seed=args.seed, s=args.weight_zipf, cap=args.weight_cap)
+    units = int(weights.sum())
+    log(f"(d) weighted records (W={args.weight_cap}, {units:,} weight units), best of {args.repeat} ...")
+    run_project_weighted(stream[:1000], weights[:1000], args.kappa, args.batch)  # compile outside the timing
+    rows = []  # (name, records, units, seconds, note)
+    best, full = best_of(args.repeat, run_project_weighted, stream, weights, args.kappa, args.batch)
+    rows.append(("project LevelSketches weighted (full stream)", n, units, best, ""))
+    exp_units = int(weights[:exp_n].sum())
+    if exp_n < n:
+        secs, _ = best_of(args.repeat, run_project_weighted, stream[:exp_n], weights[:exp_n], args.kappa, args.batch)
+        rows.append(("project LevelSketches weighted (prefix)", exp_n, exp_units, secs, "prefix of the stream"))
+    expanded = np.repeat(stream[:exp_n], weights[:exp_n])
+    secs, unit_sk = best_of(args.repeat, run_project, expanded, args.kappa, args.batch)
+    _, weighted_sk = run_project_weighted(stream[:exp_n], weights[:exp_n], args.kappa, args.batch)
+    same = all(unit_sk.sketch(level).to_bytes() == weighted_sk.sketch(level).to_bytes()
+               for level in range(1, weighted_sk.hierarchy.h + 1))
+    rows.append(("same records as unit inserts (np.repeat)", exp_n, exp_units, secs,
+                 ("prefix of the stream; " if exp_n < n else "") + "final state == weighted: " + ("yes" if same else "NO")))
+    log(f"  weighted {n / best:,.0f} records/s; expanded state identical: {same}")
+    print()
+    print(f"# weighted records: the same addresses as flow records, weights min(zipf({args.weight_zipf}), W={args.weight_cap}) "
+          f"(mean {units / n:.2f}), κ={args.kappa}, batch {args.batch} records, best of {args.repeat}")
+    print(f"{'implementation':<46} {'records':>12} {'weight units':>13} {'seconds':>9} {'records/s':>12} {'units/s':>13}  note")
+    for name, m, u, secs, note in rows:
+        print(f"{name:<46} {m:>12,} {u:>13,} {secs:>9.3f} {m / secs:>12,.0f} {u / secs:>13,.0f}  {note}")
+    print("decrement-all steps per level (full weighted stream): "
+          + ", ".join(f"{full.sketch(level).decrements:,}" for level in range(1, full.hierarchy.h + 1)))
 
 
 if __name__ == "__main__":

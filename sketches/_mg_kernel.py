@@ -1,4 +1,5 @@
-"""Compiled kernel of the Misra-Gries sketch (spec §2, Algorithm 2), unit weights.
+"""Compiled kernel of the Misra-Gries sketch (spec §2, Algorithm 2): unit inserts (:func:`mg_update`)
+and weighted records (:func:`mg_update_weighted`, each exactly v unit inserts in a row).
 
 State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
 
@@ -31,6 +32,16 @@ most once per rebuild); a decrement-all costs O(κ) for the scan plus an in-plac
 slots that reached zero, O(z log z); it happens at most n/κ times in a stream of n elements (each
 one removes κ units of counter mass, and each element adds at most one), so over a stream the work
 is O(n) for everything but the sorts, O(n log κ) in the worst case, without allocation.
+
+Weighted records (:func:`mg_update_weighted`, each exactly v unit inserts in a row) never cost
+O(v): a hit or a free zero slot is O(1) amortised as above; t decrement-all steps at once are one
+O(κ) pass (at most one pass per step, so never more than the unit inserts would do) while passes
+stay rare, and past a budget of passes the call switches to a global decrement offset and a
+(counter, key) min-heap: O(log κ) per record, plus O(κ log κ) once per call. No exact implementation
+can be O(1) amortised per record in the comparison model: κ fresh keys with distinct weights
+a_1..a_κ < W, then κ fresh keys of weight W, make the replacements happen in increasing order of
+the a_i (each key of weight W evicts the current smallest counter), so the final slot keys sort
+the a_i: Ω(κ log κ) comparisons for 2κ records.
 """
 
 from __future__ import annotations
@@ -177,7 +188,8 @@ _PACK_LIMIT = (1 << (63 - _SLOT_BITS)) - (1 << _SLOT_BITS)  # keys below this pa
 def _collect_zero_slots(counts, zslots, slot_keys, decrement):
     """Write the zero-counter slots to ``zslots``, ordered by the keys they hold; return how many.
 
-    With ``decrement`` every counter is first lowered by one, in the same pass (Algorithm 2 step 2).
+    Every counter is first lowered by ``decrement`` (>= 0), in the same pass: 1 for a unit
+    decrement-all (Algorithm 2 step 2), t for t of them at once, 0 for a rebuild.
 
     Fast path: when every such key is below ``_PACK_LIMIT`` (IPv4 keys always are), each
     (key, slot) pair is packed into one int64 that sorts like the key and the native sort is used;
@@ -186,8 +198,7 @@ def _collect_zero_slots(counts, zslots, slot_keys, decrement):
     z = 0
     packable = True
     for i in range(counts.shape[0]):
-        if decrement:
-            counts[i] -= 1
+        counts[i] -= decrement
         if counts[i] == 0:
             zslots[z] = i
             z += 1
@@ -207,6 +218,24 @@ def _collect_zero_slots(counts, zslots, slot_keys, decrement):
     for j in range(z):
         zslots[j] &= low
     return z
+
+
+@njit(cache=True, inline="always")
+def _enter_key(table, b, x, y, slot_keys, tpos):
+    """Put key ``x`` (absent: its lookup ended on bucket code ``b``) into slot ``y`` and into the
+    empty bucket that lookup ended on; return the bucket of y's old key (-1 for a dummy, which is
+    not in the table), for the caller to delete with :func:`_delete_at` (backward shifting may
+    move x's entry; tpos follows every move). The caller sets ``counts[y]``.
+
+    (The deletion stays in the caller: a numba-inlined helper that itself inlines
+    :func:`_delete_at` made the unit kernel ~1.5x slower.)"""
+    old_bucket = tpos[y] if slot_keys[y] >= 0 else -1
+    e = -1 - b
+    table[2 * e] = x
+    table[2 * e + 1] = y
+    tpos[y] = e
+    slot_keys[y] = x
+    return old_bucket
 
 
 @njit(cache=True)
@@ -230,21 +259,14 @@ def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
                 y = slot
                 break
         if y < 0:  # step 2: every counter >= 1: decrement all, x is not inserted
-            zlen = _collect_zero_slots(counts, zslots, slot_keys, True)
+            zlen = _collect_zero_slots(counts, zslots, slot_keys, 1)
             zptr = 0
             decrements += 1
             continue
-        # step 3: y is the zero-counter slot holding the smallest key: replace it. x goes into the
-        # empty bucket its lookup ended on, then y's old key is deleted (backward shifting may move
-        # x's entry; tpos follows every move).
-        old_bucket = tpos[y] if slot_keys[y] >= 0 else -1  # a dummy is not in the table
-        e = -1 - b
-        table[2 * e] = x
-        table[2 * e + 1] = y
-        tpos[y] = e
+        # step 3: y is the zero-counter slot holding the smallest key: replace it.
+        old_bucket = _enter_key(table, b, x, y, slot_keys, tpos)
         if old_bucket >= 0:
             _delete_at(table, mask, old_bucket, tpos)
-        slot_keys[y] = x
         counts[y] = 1
     meta[ZPTR] = zptr
     meta[ZLEN] = zlen
@@ -260,7 +282,7 @@ def mg_rebuild_index(slot_keys, counts, table, zslots, tpos, meta):
     for i in range(slot_keys.shape[0]):
         if slot_keys[i] >= 0:
             _insert(table, mask, slot_keys[i], i, tpos)
-    meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys, False)
+    meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys, 0)
     meta[ZPTR] = 0
 
 
@@ -276,3 +298,141 @@ def mg_lookup(keys, slot_keys, counts, table):
             if b >= 0:
                 out[i] = counts[table[2 * b + 1]]  # (a miss returns a negative bucket code)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Weighted records (spec §2 "Weighted elements"): a record (x, v) is v unit inserts of x in a row.
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _sift_down(heap, hpos, counts, slot_keys, i):
+    """Restore the min-heap of slots below position ``i`` after the slot there moved later in the
+    order (counter, key); keys are distinct, so the order is total and the top is unique."""
+    n = heap.shape[0]
+    slot = heap[i]
+    c, k = counts[slot], slot_keys[slot]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        cc = counts[heap[child]]
+        right = child + 1
+        if right < n:
+            rc = counts[heap[right]]
+            if rc < cc or (rc == cc and slot_keys[heap[right]] < slot_keys[heap[child]]):
+                child, cc = right, rc
+        if cc > c or (cc == c and slot_keys[heap[child]] > k):
+            break
+        heap[i] = heap[child]
+        hpos[heap[i]] = i
+        i = child
+    heap[i] = slot
+    hpos[slot] = i
+
+
+@njit(cache=True)
+def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, meta, scan_rate):
+    """Insert record ``(stream[i], weights[i])`` for every i in array order, each **exactly** as
+    ``weights[i]`` unit inserts of ``stream[i]`` in a row (keys >= 0, weights >= 1, checked by the
+    caller, as is that the total stays below 2**62).
+
+    Per record, with m the smallest counter: a key gets ``C[x] += v``; otherwise ``t = min(v, m)``
+    decrement-all steps are taken at once and, if ``v > m``, x replaces the zero-counter slot
+    holding the smallest key with ``C[x] = v − m`` — what the v unit inserts do: the first m of
+    them each decrement all (x is dropped while every counter is >= 1), the next one replaces the
+    smallest-key zero slot (there is one: the slots whose counter was m), the rest hit x.
+
+    Two regimes in one call; neither ever loops v times.
+
+    * **Scan** (from the start): a free zero slot is found through the unit path's zero list,
+      O(1) amortised as in :func:`mg_update`; a record that needs decrement-all steps takes all t
+      of them in one pass over the κ counters (and rebuilds the zero list when counters reach
+      zero), like one unit decrement-all. There are at most as many such passes as decrement-all
+      steps, so this is never more work than the v unit inserts, and O(1) amortised per record
+      when steps are rare (each removes κ units of counter mass).
+    * **Heap** (for the rest of the call, once passes would exceed ``κ + scan_rate`` counter
+      visits per record of the call so far): a **global decrement offset** D (``counts`` then
+      hold C + D, so t steps cost O(1)) and a binary min-heap of the slots ordered by
+      (counter, key), whose top is the slot with the smallest counter and among those the
+      smallest key — the tie rule of step 3 (dummies first). A hit or a replacement only moves a
+      slot later in that order: one sift-down, O(log κ). At the end D is subtracted from every
+      counter and the zero list rebuilt, O(κ log κ) once.
+
+    So a call costs O(records · log κ + κ log κ) in the worst case and O(records) amortised while
+    decrement-all steps stay rarer than one per κ/scan_rate records.
+    """
+    mask = table.shape[0] // 2 - 1
+    kappa = counts.shape[0]
+    zptr = meta[ZPTR]
+    zlen = meta[ZLEN]
+    steps = 0  # decrement-all steps taken by this call
+    units = 0  # unit elements inserted by this call (sum of the weights)
+    passes = 0  # counter passes of the scan regime
+    offset = 0  # D, in the heap regime: C[slot] = counts[slot] - offset
+    heap = np.empty(0, dtype=np.int64)
+    hpos = np.empty(0, dtype=np.int64)
+    heap_on = False
+    for idx in range(stream.shape[0]):
+        x = stream[idx]
+        v = weights[idx]
+        units += v
+        b = _position(table, mask, x)
+        if b >= 0:  # x is a key: its v units are v hits
+            slot = table[2 * b + 1]
+            counts[slot] += v
+            if heap_on:
+                _sift_down(heap, hpos, counts, slot_keys, hpos[slot])
+            continue
+        m = 0  # the smallest counter, once known to be positive
+        y = -1
+        if not heap_on:
+            while zptr < zlen:
+                slot = zslots[zptr]
+                zptr += 1
+                if counts[slot] == 0:
+                    y = slot
+                    break
+            if y < 0 and (passes + 1) * kappa <= kappa + scan_rate * idx:  # every counter >= 1:
+                passes += 1  # t = min(v, m) steps in one pass
+                m = counts.min()
+                t = min(v, m)
+                steps += t
+                zptr = 0
+                if t == m:  # counters reach zero: lower them and list the zero slots in one pass
+                    zlen = _collect_zero_slots(counts, zslots, slot_keys, t)
+                else:
+                    zlen = 0
+                    for i in range(kappa):
+                        counts[i] -= t
+                if v <= m:  # x is not inserted
+                    continue
+                y, zptr = zslots[0], 1  # the smallest key at zero (the list is fresh)
+            elif y < 0:  # passes too frequent: offset + heap for the rest of the call
+                heap = np.arange(kappa).astype(np.int64)
+                hpos = heap.copy()
+                for i in range(kappa // 2 - 1, -1, -1):
+                    _sift_down(heap, hpos, counts, slot_keys, i)
+                heap_on = True
+        if heap_on:
+            y = heap[0]
+            m = counts[y] - offset
+            t = min(v, m)
+            offset += t
+            steps += t
+            if v <= m:  # x is not inserted
+                continue
+        # The (m+1)-th unit takes y, the zero slot holding the smallest key; the rest hit x.
+        old_bucket = _enter_key(table, b, x, y, slot_keys, tpos)
+        if old_bucket >= 0:
+            _delete_at(table, mask, old_bucket, tpos)
+        counts[y] = offset + (v - m)
+        if heap_on:
+            _sift_down(heap, hpos, counts, slot_keys, 0)
+    if heap_on:
+        zlen = _collect_zero_slots(counts, zslots, slot_keys, offset)
+        zptr = 0
+    meta[ZPTR] = zptr
+    meta[ZLEN] = zlen
+    meta[DECREMENTS] += steps
+    meta[TOTAL] += units

@@ -8,11 +8,12 @@ non-private state: it leaves only through :mod:`privacy` releases.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
+import numpy as np
 
 from .hierarchy import Hierarchy
-from .misra_gries import MisraGries
+from .misra_gries import MisraGries, _int64_weights
 from .partition import check_partitions, partition_of
 
 __all__ = ["LevelSketches"]
@@ -31,20 +32,36 @@ class LevelSketches:
             for p in range(self.partitions)
         }
 
-    def update(self, values: Any) -> None:
-        """Insert a batch of values (format depends on the hierarchy) at every level."""
-        if self.hierarchy.count(values) == 0:
+    def update(self, values: Any, weights: np.ndarray | Iterable[int] | None = None) -> None:
+        """Insert a batch of values (format depends on the hierarchy) at every level.
+
+        With ``weights`` (integers >= 1, one per value, already clipped to the public cap:
+        :func:`~sketches.misra_gries.clip_weights`) value i is a record of ``weights[i]`` unit
+        elements: at each level its key goes, with its weight, to the one partition its key maps
+        to, and each sketch receives its records in input order, so every sketch ends exactly as
+        if each value had been repeated ``weights[i]`` times in a row (each sketch's ``total``,
+        ``n_{ℓ,p}``, counts weight units).
+        """
+        count = self.hierarchy.count(values)
+        if weights is not None:
+            weights = _int64_weights(weights, "LevelSketches.update")
+            if weights.shape[0] != count:
+                raise ValueError(
+                    f"LevelSketches.update: {weights.shape[0]} weights for {count} values (one weight per value)"
+                )
+        if count == 0:
             return
         for level in range(1, self.hierarchy.h + 1):
             keys = self.hierarchy.keys(values, level)
             if self.partitions == 1:
-                self._sketches[(level, 0)].update(keys)
+                self._sketches[(level, 0)].update(keys, weights)
                 continue
             parts = partition_of(self.hierarchy, keys, level, self.partitions)
             for p in range(self.partitions):
-                chosen = keys[parts == p]
+                mine = parts == p
+                chosen = keys[mine]
                 if chosen.size:
-                    self._sketches[(level, p)].update(chosen)
+                    self._sketches[(level, p)].update(chosen, None if weights is None else weights[mine])
 
     def sketch(self, level: int, partition: int = 0) -> MisraGries:
         """The sketch of one (level, partition)."""

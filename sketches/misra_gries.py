@@ -10,6 +10,15 @@ replaces a key (Algorithm 2 step 3) it takes the zero-counter slot holding the *
 "at most 2 keys in one sketch and not the other" true (see :mod:`sketches._mg_kernel`). Dummy keys
 (negative) fill unused slots and are never output.
 
+Weighted records (spec §2 "Weighted elements"): ``update(keys, weights)`` inserts a record with
+key x and integer weight v >= 1 **exactly as v unit inserts of x in a row** — the state (slots,
+counters, ``total``, ``decrements``, serialised bytes) is the one those unit inserts leave — never
+in O(v) time: O(1) per record plus one O(κ) pass per record that takes decrement-all steps (never
+more passes than steps), and O(log κ) per record once such passes get frequent (see
+:func:`sketches._mg_kernel.mg_update_weighted`). The
+guarantee above then holds with f(x) the sum of x's weights and n the sum of all weights.
+Clipping to the public cap W (v <- min(v, W)) is the caller's job: :func:`clip_weights`.
+
 The sketch state is **raw, non-private data**: only :func:`privacy.release.release_level` may
 turn it into something that leaves the engine.
 """
@@ -24,16 +33,61 @@ import numpy as np
 from . import _mg_kernel as K
 from .framing import CRC, seal, unseal
 
-__all__ = ["MisraGries", "SketchFormatError"]
+__all__ = ["MisraGries", "SketchFormatError", "clip_weights"]
 
 _MAGIC = b"DPMG"
 _VERSION = 1
 _HEADER = struct.Struct("<4sHHIQQ")  # magic, version, flags, kappa, total, decrements
 MAX_KAPPA = 1 << 26
+MAX_WEIGHTED_TOTAL = 1 << 62  # a weighted update may not bring total (n) to this (offset headroom)
+_INT64_MAX = (1 << 63) - 1
+# Weighted updates take decrement-all steps by passes over the κ counters while those stay below
+# κ + SCAN_RATE counter visits per record of the call, then switch to an offset + heap (O(log κ)
+# per record): see :func:`sketches._mg_kernel.mg_update_weighted`. Tests also set it to 0 (heap
+# after each call's first pass) and to a huge value (passes only); the state is the same either way.
+SCAN_RATE = 64
 
 
 class SketchFormatError(ValueError):
     """Raised when serialised sketch bytes are not a valid sketch."""
+
+
+def _weight_array(weights: np.ndarray | Iterable[int], owner: str) -> np.ndarray:
+    """``weights`` as a 1-D integer array (its own dtype), each >= 1; ValueError naming ``owner``."""
+    if not isinstance(weights, np.ndarray):
+        weights = list(weights)
+        weights = np.asarray(weights) if weights else np.zeros(0, dtype=np.int64)
+    if weights.dtype.kind not in "iu":
+        raise ValueError(f"{owner}: weights must be integers, got dtype {weights.dtype}")
+    if weights.ndim != 1:
+        raise ValueError(f"{owner}: weights must be one-dimensional, got shape {weights.shape}")
+    if weights.size and weights.min() < 1:
+        raise ValueError(f"{owner}: every weight must be >= 1, got {int(weights.min())}")
+    return weights
+
+
+def _int64_weights(weights: np.ndarray | Iterable[int], owner: str) -> np.ndarray:
+    """:func:`_weight_array` as contiguous int64 (unsigned weights of 2**63 or more are refused)."""
+    arr = _weight_array(weights, owner)
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
+        raise ValueError(f"{owner}: weights must be below 2**63, got {int(arr.max())}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def clip_weights(weights: np.ndarray | Iterable[int], cap: int, owner: str = "clip_weights") -> np.ndarray:
+    """``min(v, cap)`` for every weight v, as int64: the public weight cap W of spec §2.
+
+    Raises ValueError whose message starts with ``owner`` (name the caller, e.g. a connector)
+    unless ``weights`` is a 1-D integer array (or sequence) whose every entry is >= 1 and ``cap``
+    is an integer in 1..2**63 − 1. A clipped record of weight v is at most W unit elements, the
+    bound the group-privacy calibration of spec §2 relies on.
+    """
+    if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or not (1 <= cap <= _INT64_MAX):
+        raise ValueError(f"{owner}: the weight cap must be an integer in 1..2**63-1, got {cap!r}")
+    arr = _weight_array(weights, owner)
+    if arr.dtype == np.uint64:  # clip before converting, so that weights >= 2**63 clip too
+        return np.minimum(arr, np.uint64(cap)).astype(np.int64)
+    return np.minimum(arr.astype(np.int64), np.int64(cap))
 
 
 def _table_size(kappa: int) -> int:
@@ -47,7 +101,7 @@ def _table_size(kappa: int) -> int:
 
 
 class MisraGries:
-    """Misra-Gries sketch with ``k`` slots (κ), unit-weight inserts of int keys >= 0."""
+    """Misra-Gries sketch with ``k`` slots (κ) over int keys >= 0: unit inserts or weighted records."""
 
     __slots__ = ("k", "_slot_keys", "_counts", "_table", "_zeros", "_tpos", "_meta")
 
@@ -64,10 +118,18 @@ class MisraGries:
         self._meta[K.ZLEN] = self.k
 
     # -- updates -------------------------------------------------------------------------------
-    def update(self, keys: np.ndarray | Iterable[int]) -> None:
-        """Insert every key of ``keys`` in order (weight 1 each); keys must be integers >= 0.
+    def update(self, keys: np.ndarray | Iterable[int], weights: np.ndarray | Iterable[int] | None = None) -> None:
+        """Insert every key of ``keys`` in order; keys must be integers >= 0.
 
-        Integer keys up to 2**63 − 1; unsigned arrays above that range are refused.
+        Without ``weights`` each key is one unit element. With ``weights`` (integers >= 1, one per
+        key, already clipped to the public cap by the caller: :func:`clip_weights`) record i is
+        inserted exactly as ``weights[i]`` unit inserts of ``keys[i]`` in a row: the resulting
+        state, ``total`` and ``decrements`` equal those of that expanded unit stream, in O(1)
+        amortised per record while decrement-all steps are rare and O(log κ) per record
+        (plus O(κ log κ) per call) at worst, never O(v).
+
+        Integer keys up to 2**63 − 1; unsigned arrays above that range are refused. A weighted
+        update may not bring ``total`` to 2**62 (ValueError, the sketch unchanged).
         """
         if not isinstance(keys, np.ndarray):
             keys = np.fromiter(keys, dtype=np.int64) if not isinstance(keys, (list, tuple)) else np.asarray(keys)
@@ -76,20 +138,36 @@ class MisraGries:
         arr = np.ascontiguousarray(keys, dtype=np.int64)
         if arr.ndim != 1:
             raise ValueError(f"MisraGries.update: keys must be one-dimensional, got shape {arr.shape}")
+        w = None if weights is None else self._checked_weights(weights, arr.shape[0])
         if arr.size == 0:
             return
         if int(arr.min()) < 0:
             raise ValueError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
-        K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta)
+        if w is None:
+            K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta)
+        else:
+            K.mg_update_weighted(
+                arr, w, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta, SCAN_RATE
+            )
 
-    def insert(self, key: int) -> None:
-        """Insert one key (weight 1)."""
-        self.update(np.array([key], dtype=np.int64))
+    def _checked_weights(self, weights: np.ndarray | Iterable[int], length: int) -> np.ndarray:
+        """``weights`` as int64 after the checks of :meth:`update` (ValueError "MisraGries.update: …")."""
+        w = _int64_weights(weights, "MisraGries.update")
+        if w.shape[0] != length:
+            raise ValueError(f"MisraGries.update: {w.shape[0]} weights for {length} keys (one weight per key)")
+        room = MAX_WEIGHTED_TOTAL - 1 - self.total
+        if length and (int(w.max()) > room // length and sum(w.tolist()) > room):
+            raise ValueError("MisraGries.update: the weights would bring the total to 2**62 or more")
+        return w
+
+    def insert(self, key: int, weight: int | None = None) -> None:
+        """Insert one key (weight 1), or one record of ``weight`` unit inserts of it in a row."""
+        self.update(np.array([key], dtype=np.int64), None if weight is None else np.array([weight]))
 
     # -- queries -------------------------------------------------------------------------------
     @property
     def total(self) -> int:
-        """Number of elements inserted (n)."""
+        """Number of unit elements inserted (n; a weighted record counts its weight)."""
         return int(self._meta[K.TOTAL])
 
     @property
