@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from .calibration import WindowCalibration
 from .params import HHHParams, PrivacyBudget
-from .release import ReleaseScales
-from .stream_size import size_scale
 
 __all__ = ["window_ledger"]
 
@@ -34,10 +33,12 @@ def window_ledger(
     """
     rel = params.release_budget
     size = params.size_budget
-    scales = ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant)
+    cal = WindowCalibration.of(params, h)
+    scales = cal.scales
     total = rel + size
     release_entry: dict[str, Any] = {
         "mechanism": f"misra_gries_release/{params.variant}",
+        "calibration": params.calibration,
         "epsilon": rel.epsilon,
         "delta": rel.delta,
         "per_level": {"epsilon": rel.epsilon / h, "delta": rel.delta / h},
@@ -83,12 +84,12 @@ def window_ledger(
     out["entries"] = [
             release_entry,
             {
-                "mechanism": "substream_sizes",
+                "mechanism": "substream_sizes" if cal.size_releases > 1 else "window_size",
                 "epsilon": size.epsilon,
                 "delta": 0.0,
-                "sketches": h * params.partitions,
+                "releases": cal.size_releases,
                 "noise": "discrete_laplace",
-                "scale": size_scale(epsilon=size.epsilon, h=h),
+                "scale": cal.size_scale,
             },
         ]
     return out

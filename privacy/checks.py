@@ -15,8 +15,8 @@ The warnings use public parameters only (and an optional, public hint of the win
 
 from __future__ import annotations
 
+from .calibration import WindowCalibration
 from .params import HHHParams
-from .release import ReleaseScales
 
 __all__ = ["guarantee_warnings", "DELTA_TIMES_N_MAX", "DELTA_WITHOUT_HINT_MAX"]
 
@@ -33,7 +33,6 @@ def guarantee_warnings(params: HHHParams, *, h: int, expected_n: int | None = No
     own count); without it δ is compared with :data:`DELTA_WITHOUT_HINT_MAX`.
     """
     out: list[str] = []
-    rel = params.release_budget
     if expected_n:
         if params.delta * expected_n > DELTA_TIMES_N_MAX:
             out.append(
@@ -46,10 +45,10 @@ def guarantee_warnings(params: HHHParams, *, h: int, expected_n: int | None = No
             f"delta={params.delta:g} must be far below 1/n (n = elements per window); it is above "
             f"{DELTA_WITHOUT_HINT_MAX:g}, which is only safe for small windows (set the expected window size to check)"
         )
-    scales = ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant)
-    if params.tau < scales.threshold:
+    threshold = WindowCalibration.of(params, h).threshold
+    if params.tau < threshold:
         out.append(
-            f"tau={params.tau:g} is below the release threshold T*={scales.threshold:.1f} (epsilon={params.epsilon:g}, "
+            f"tau={params.tau:g} is below the release threshold T*={threshold:.1f} (epsilon={params.epsilon:g}, "
             f"h={h}): prefixes with counts between tau and about T* are never released, so such heavy hitters are "
             f"missed; raise tau or epsilon"
         )

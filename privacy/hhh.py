@@ -2,19 +2,28 @@
 
 Pure post-processing of the noisy values released per (level, partition) sketch, so the result
 has the releases' privacy guarantee. Inputs: the released ``{key: noisy value}`` of every sketch,
-the root estimate ñ, the bound α2 and, per sketch, α1 = α2 + n̂/(κ+1) with n̂ its private
-sub-stream size upper bound.
+the root estimate ñ, and the window's :class:`~privacy.calibration.WindowCalibration` (α2, the
+noise bound B and, per sketch, α1 = α2 + n̂/(κ+1) with n̂ its private sub-stream size upper bound).
+
+Each reported prefix carries the interval ``[max(0, C̃ − B), C̃ + B + n̂/(κ+1)]`` of its true
+count (docs/calibration.md §4): the release added noise within ±B, and the sketch undercounts by
+at most n/(κ+1) but never overcounts. The root's interval is the window size's.
 
 Bottom-up (ℓ = h … 1, then the root), for each released key e:
 
-* ``conservative`` (default): select e iff ``C̃[e] + α1 > τ − α1``; report ``f̃(e) = C̃[e]`` and
-  subtract ``C̃[e] − α2`` from every ancestor released at its level (and from the root). With
+* ``conservative`` (default): select e iff ``f̃(e) + margin > τ − α1`` (α1 the window's largest,
+  the one the report's coverage statement names); report ``f̃(e)`` and
+  subtract ``f̃(e) − slack`` from every ancestor released at its level (and from the root).
+  ``paper`` calibration: margin = α1, slack = α2 (the paper's Algorithm 4). ``tight``: margin =
+  ``B + n̂/(κ+1)`` and slack = B (docs/calibration.md §4: a released value is within B of its
+  counter and the counter never overcounts, so ``C̃ − B`` is a lower bound on a selected prefix's
+  true count and ``f̃ + B + n̂/(κ+1)`` an upper bound on an unselected one's true residual). With
   probability 1 − β no unselected prefix has residual above τ − α1 (coverage; paper Theorem
-  4.1.5) and every released noisy count is within α1 of the prefix's true count. The
-  residual-adjusted f̃ is *not* within α1 of the true residual in general: each selected
-  descendant whose value is below α2 *adds* α2 − C̃ to its ancestors (the subtraction is
-  conservative), so f̃ over-estimates the residual by up to α2 per selected descendant. Reports
-  therefore carry both f̃ (``estimate``) and the released count with its α1 interval.
+  4.1.5, when τ >= 2·α1) and every released noisy count is within α1 of the prefix's true count.
+  The residual-adjusted f̃ is *not* within α1 of the true residual in general: each selected
+  descendant whose value is below its slack *adds* to its ancestors (the subtraction is
+  conservative), so f̃ over-estimates the residual. Reports therefore carry both f̃ (``estimate``)
+  and the released count with its interval.
 * ``point``: select iff ``C̃[e] >= τ`` and subtract ``C̃[e]``: higher precision, no coverage
   guarantee.
 """
@@ -26,6 +35,7 @@ from typing import Iterable, Mapping
 
 from sketches.hierarchy import Hierarchy
 
+from .calibration import WindowCalibration
 from .params import MODES
 
 __all__ = ["SketchRelease", "HHHItem", "extract_hhh"]
@@ -38,8 +48,10 @@ class SketchRelease:
     level: int
     partition: int
     values: Mapping[int, int]
-    n_noisy: int
-    n_upper: int
+    #: the noisy sub-stream size and its upper bound; ``None`` on levels > 1 when P = 1 (one size
+    #: release per window, carried by level 1: :func:`privacy.window.release_sketch`)
+    n_noisy: int | None
+    n_upper: int | None
     #: prefix labels of the released keys, for hierarchies whose keys are hashes (paths)
     labels: Mapping[int, str] | None = None
 
@@ -51,8 +63,8 @@ class HHHItem:
     * ``estimate``: Algorithm 4's residual-adjusted value f̃(e) (conservative mode: an upper-side
       estimate of the residual count, since each selected descendant removes only C̃ − α2);
     * ``count``: the released noisy count C̃ of the prefix before any subtraction; with
-      probability 1 − β it is within ``alpha1`` of the prefix's true (unconditional) count, and
-      ``[count − α1, count + α1]`` is the reported interval.
+      probability 1 − β (for all reported prefixes at once) the prefix's true count lies in
+      ``[lower, upper]``, and it is within ``alpha1`` of ``count``.
     """
 
     level: int
@@ -61,6 +73,8 @@ class HHHItem:
     estimate: float
     count: float
     alpha1: float
+    lower: float
+    upper: float
 
     def as_dict(self) -> dict:
         return {
@@ -68,8 +82,8 @@ class HHHItem:
             "level": self.level,
             "estimate": round(self.estimate, 1),
             "count": round(self.count, 1),
-            "lower": round(self.count - self.alpha1, 1),
-            "upper": round(self.count + self.alpha1, 1),
+            "lower": round(self.lower, 1),
+            "upper": round(self.upper, 1),
         }
 
 
@@ -78,29 +92,42 @@ def extract_hhh(
     hierarchy: Hierarchy,
     *,
     tau: float,
-    alpha2: float,
-    counters: int,
+    calibration: WindowCalibration,
     root_value: float,
     mode: str = "conservative",
 ) -> list[HHHItem]:
-    """Algorithm 4 over the released values; items bottom-up (deepest level first), root last."""
+    """Algorithm 4 over the released values; items bottom-up (deepest level first), root last.
+
+    Every release must carry its size bound ``n_upper`` (see :func:`privacy.window.assemble_report`)."""
     if mode not in MODES:
         raise ValueError(f"extract_hhh: mode must be one of {', '.join(MODES)}, got {mode!r}")
     h = hierarchy.h
+    alpha2 = calibration.alpha2
+    slack = calibration.subtraction_slack
     released: dict[int, dict[int, float]] = {level: {} for level in range(0, h + 1)}
     residual: dict[int, dict[int, float]] = {level: {} for level in range(0, h + 1)}
     alpha1: dict[int, dict[int, float]] = {level: {} for level in range(0, h + 1)}
+    margin: dict[int, dict[int, float]] = {level: {} for level in range(0, h + 1)}
+    bounds: dict[int, dict[int, tuple[float, float]]] = {level: {} for level in range(0, h + 1)}
     worst_alpha1 = alpha2
     for rel in releases:
         if not (1 <= rel.level <= h):
             raise ValueError(f"extract_hhh: release level must be in 1..{h}, got {rel.level}")
-        a1 = alpha2 + rel.n_upper / (counters + 1)
+        if rel.n_upper is None:
+            raise ValueError(f"extract_hhh: the release of level {rel.level}, partition {rel.partition} has no size bound")
+        a1 = calibration.alpha1(rel.n_upper)
+        m = calibration.selection_margin(rel.n_upper)
         worst_alpha1 = max(worst_alpha1, a1)
         for key, value in rel.values.items():
             released[rel.level][key] = residual[rel.level][key] = float(value)
             alpha1[rel.level][key] = a1
+            margin[rel.level][key] = m
+            bounds[rel.level][key] = calibration.interval(float(value), rel.n_upper)
     released[0][0] = residual[0][0] = float(root_value)
     alpha1[0][0] = worst_alpha1
+    margin[0][0] = worst_alpha1 if calibration.name != "tight" else \
+        calibration.root_interval(float(root_value))[1] - float(root_value)
+    bounds[0][0] = calibration.root_interval(float(root_value))
 
     selected: list[HHHItem] = []
     for level in range(h, -1, -1):
@@ -108,12 +135,14 @@ def extract_hhh(
             value = residual[level][key]
             a1 = alpha1[level][key]
             if mode == "conservative":
-                chosen, removed = value + a1 > tau - a1, value - alpha2
+                chosen, removed = value + margin[level][key] > tau - worst_alpha1, value - slack
             else:
                 chosen, removed = value >= tau, value
             if not chosen:
                 continue
-            selected.append(HHHItem(level, key, hierarchy.label(key, level), value, released[level][key], a1))
+            lower, upper = bounds[level][key]
+            selected.append(HHHItem(level, key, hierarchy.label(key, level), value, released[level][key], a1,
+                                    lower, upper))
             if level == 0:
                 continue
             for up in range(level - 1, 0, -1):

@@ -10,10 +10,17 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["PrivacyBudget", "HHHParams", "VARIANTS", "MODES", "check_positive", "check_open_unit"]
+__all__ = [
+    "PrivacyBudget", "HHHParams", "VARIANTS", "MODES", "CALIBRATIONS", "DEFAULT_CALIBRATION",
+    "check_positive", "check_open_unit",
+]
 
 VARIANTS = ("fresh", "reuse")
 MODES = ("conservative", "point")
+#: ``tight``: one scale per variant and an exact-tail threshold (docs/calibration.md §3); ``paper``:
+#: the DP-HHH paper's scales and closed-form threshold (spec §3).
+CALIBRATIONS = ("tight", "paper")
+DEFAULT_CALIBRATION = "tight"
 
 
 def _is_number(value: Any) -> bool:
@@ -70,6 +77,7 @@ class HHHParams:
     * ``partitions``: P, key partitions per level (spec §2).
     * ``variant``: ``fresh`` (default; fresh shared γ' in the release) or ``reuse``.
     * ``mode``: ``conservative`` (default; coverage guarantee) or ``point``.
+    * ``calibration``: ``tight`` (default; docs/calibration.md §3) or ``paper`` (spec §3's scales).
     * ``size_share``: share of ε spent on the private sub-stream sizes (spec §5); the rest goes
       to the per-level releases.
     * ``size_beta_share``: share of β given to the stream-size upper bounds; the rest covers the
@@ -84,6 +92,7 @@ class HHHParams:
     partitions: int = 1
     variant: str = "fresh"
     mode: str = "conservative"
+    calibration: str = DEFAULT_CALIBRATION
     size_share: float = 0.1
     size_beta_share: float = 0.1
 
@@ -99,6 +108,9 @@ class HHHParams:
             raise ValueError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.mode not in MODES:
             raise ValueError(f"{owner}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         object.__setattr__(self, "size_share", check_open_unit(owner, "size_share", self.size_share))
         object.__setattr__(self, "size_beta_share", check_open_unit(owner, "size_beta_share", self.size_beta_share))
 

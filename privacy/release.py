@@ -12,6 +12,13 @@ levels, variant ``fresh`` (default):
 Variant ``reuse`` releases the tested value ``C[i] + γ + w_i`` itself with halved scales
 (``γ ~ DLap(h/ε)``, ``w ~ DLap(2h/ε)``, ``T* = 1 + (3h/ε)·ln(3h/δ)``).
 
+These are the ``paper`` calibration's scales. The ``tight`` calibration (the default,
+docs/calibration.md §3) uses one scale for every noise term — ``b = 2h/ε`` (fresh) or ``h/ε``
+(reuse) — because Lemma 4.1.1's two cases are exclusive: one moves only the per-key terms, the
+other only the shared terms. Its threshold is the smallest integer ``T`` with
+``2·e^(ε/h)·P(γ + w >= T) <= δ/h`` (the probability that one of the at most two keys present in
+one sketch only, each of count <= 1, passes), from the exact tail (:mod:`privacy.tails`).
+
 Guarantee: for a neighbouring input sequence (one element added or removed) the two sketches
 differ as Lemma 4.1.1 allows, and the release of one sketch is (ε/h, δ/h)-DP; the h levels
 together are (ε, δ)-DP (basic composition). With key partitions, one element touches one
@@ -31,10 +38,22 @@ from typing import Mapping
 import numpy as np
 
 from .noise import discrete_laplace
-from .params import VARIANTS, check_int, check_open_unit, check_positive
+from .params import CALIBRATIONS, DEFAULT_CALIBRATION, VARIANTS, check_int, check_open_unit, check_positive
 from .randomness import RandomSource, as_source
+from .tails import smallest_threshold
 
-__all__ = ["ReleaseScales", "release_level", "release_arrays", "alpha2"]
+__all__ = ["ReleaseScales", "release_level", "release_arrays", "alpha2", "tight_threshold"]
+
+
+def tight_threshold(*, epsilon_level: float, delta_level: float, b_gamma: float, b_w: float) -> int:
+    """The ``tight`` calibration's threshold for one sketch charged ``(ε_ℓ, δ_ℓ)`` (docs/calibration.md §3.3).
+
+    The smallest integer ``T >= 0`` with ``2·e^(ε_ℓ)·P(γ + w >= T) <= δ_ℓ``: a key of count
+    <= 1 passes (``1 + γ + w > T``) with probability ``q <= P(γ + w >= T)``, at most two keys are
+    in one neighbour's sketch only, and the proof charges ``max(e^ε_ℓ·2q, (1 + e^ε_ℓ)·q) <= 2·e^ε_ℓ·q``
+    to δ."""
+    limit = delta_level / (2 * math.exp(epsilon_level))
+    return smallest_threshold(float(b_gamma), float(b_w), limit)
 
 
 @dataclass(frozen=True)
@@ -54,12 +73,22 @@ class ReleaseScales:
     w_release: float | None
 
     @classmethod
-    def for_budget(cls, *, epsilon: float, delta: float, h: int, variant: str = "fresh") -> "ReleaseScales":
-        """The spec's scales for window budget (ε, δ) over ``h`` sketched levels."""
+    def for_budget(
+        cls, *, epsilon: float, delta: float, h: int, variant: str = "fresh", calibration: str = DEFAULT_CALIBRATION
+    ) -> "ReleaseScales":
+        """The scales of ``calibration`` for window budget (ε, δ) over ``h`` sketched levels."""
         owner = "release_level"
         epsilon = check_positive(owner, "epsilon", epsilon)
         delta = check_open_unit(owner, "delta", delta)
         h = check_int(owner, "h", h, 1)
+        if variant not in VARIANTS:
+            raise ValueError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        if calibration not in CALIBRATIONS:
+            raise ValueError(f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {calibration!r}")
+        if calibration == "tight":
+            b = (2 if variant == "fresh" else 1) * h / epsilon
+            t = tight_threshold(epsilon_level=epsilon / h, delta_level=delta / h, b_gamma=b, b_w=b)
+            return cls(float(t), b, b, b, b) if variant == "fresh" else cls(float(t), b, b, None, None)
         if variant == "fresh":
             b = 2 * h / epsilon
             return cls(1 + (6 * h / epsilon) * math.log(3 * h / delta), b, 2 * b, b, 2 * b)
@@ -109,6 +138,7 @@ def release_level(
     delta: float,
     h: int,
     variant: str = "fresh",
+    calibration: str = DEFAULT_CALIBRATION,
     rng: RandomSource | np.random.Generator | int | None = None,
 ) -> dict[int, int]:
     """Release one sketch's counters privately (spec §3); returns ``{key: noisy value}``.
@@ -118,7 +148,7 @@ def release_level(
     ``(ε/h, δ/h)``). Only keys that pass the noisy threshold appear in the result. ``rng`` is
     ``None`` for the secure source (production) or a seeded generator (tests).
     """
-    scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant)
+    scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant, calibration=calibration)
     source = as_source(rng)
     keys = sorted(counts)
     if not keys:
@@ -131,7 +161,10 @@ def release_level(
 
 
 def alpha2(scales: ReleaseScales, *, counters: int, h: int, partitions: int, beta: float) -> float:
-    """Noise bound α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 for these scales (spec §4).
+    """The ``paper`` calibration's α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 (spec §4).
+
+    (The ``tight`` calibration's α2 is ``T* + B`` with B from the exact tail:
+    :class:`privacy.calibration.WindowCalibration`.)
 
     ``b_w`` is the per-key scale of a released value. With probability >= 1 − β every one of the
     κ·h·P released values is within α2 − T* of its counter, and every key that was not released

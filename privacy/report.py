@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from .calibration import WindowCalibration
 from .hhh import HHHItem
 from .params import HHHParams
 
@@ -65,7 +66,7 @@ def build_report(
     items: Iterable[HHHItem],
     n_noisy: int,
     alpha1: float,
-    alpha2: float,
+    calibration: WindowCalibration,
     ledger: Mapping[str, Any],
     window: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
@@ -75,6 +76,7 @@ def build_report(
     ``diagnostics`` are checked by :func:`public_diagnostics` (no count of records)."""
     p = params
     notes = public_diagnostics(diagnostics)
+    cal = calibration
     return {
         "schema": SCHEMA,
         "window": {**(window or {}), "n_noisy": int(n_noisy)},
@@ -89,14 +91,19 @@ def build_report(
             "variant": p.variant,
             "mode": p.mode,
             "partitions": p.partitions,
+            "calibration": p.calibration,
         },
         "guarantees": {
             "alpha1": round(alpha1, 3),
-            "alpha2": round(alpha2, 3),
+            "alpha2": round(cal.alpha2, 3),
+            "threshold": round(cal.threshold, 3),
+            "noise_bound": cal.noise_bound,
             "beta": p.beta,
             "accuracy": (
-                "with probability >= 1 - beta every reported count is within alpha1 of the prefix's true count "
-                "([lower, upper]); estimate is the residual after removing selected descendants"
+                "with probability >= 1 - beta every reported prefix's true count lies in [lower, upper] "
+                "= [count - noise_bound, count + noise_bound + n_upper/(counters+1)] (release noise, then the "
+                "sketch's undercount), clipped at 0, and within alpha1 of count; estimate is the residual after "
+                "removing selected descendants"
                 + (" (conservative: may exceed the true residual)" if p.mode == "conservative" else "")
             ),
             "coverage_holds": p.mode == "conservative" and p.tau >= 2 * alpha1,
@@ -131,7 +138,7 @@ def build_refused_report(
         "refused": reason,
         "params": {"epsilon": p.epsilon, "delta": p.delta, "beta": p.beta, "tau": p.tau, "counters": p.counters,
                    "hierarchy": hierarchy_spec, "h": h, "variant": p.variant, "mode": p.mode,
-                   "partitions": p.partitions},
+                   "partitions": p.partitions, "calibration": p.calibration},
         "guarantees": {"privacy": "nothing released: " + reason},
         "budget": dict(ledger),
         "hhh": [],

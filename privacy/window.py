@@ -15,11 +15,14 @@ import numpy as np
 from sketches.hierarchy import Hierarchy
 from sketches.level_sketches import LevelSketches
 
+from dataclasses import replace
+
 from .budget import window_ledger
+from .calibration import WindowCalibration
 from .hhh import SketchRelease, extract_hhh
 from .params import HHHParams
 from .randomness import RandomSource, as_source
-from .release import ReleaseScales, alpha2, release_level
+from .release import release_level
 from .report import build_report
 from .stream_size import noisy_size, root_estimate, size_upper_bound
 
@@ -39,7 +42,10 @@ def release_sketch(
 ) -> SketchRelease:
     """Release one sketch: ``release_level`` on its counters and its private sub-stream size.
 
-    ``labels`` (hashed-key hierarchies) are attached for the released keys only.
+    With one key partition (P = 1) every level's sub-stream is the whole window, so its size is
+    released once, by the level-1 sketch, at the whole size budget (docs/calibration.md §5); the
+    other levels' releases then carry no size (``n_noisy = None``) and :func:`assemble_report`
+    gives them level 1's. ``labels`` (hashed-key hierarchies) are attached for the released keys only.
     """
     if not (isinstance(h, int) and h >= 1 and isinstance(level, int) and 1 <= level <= h):
         raise ValueError(f"release_sketch: level must be in 1..h and h >= 1 (the hierarchy's levels), got level={level!r}, h={h!r}")
@@ -47,10 +53,13 @@ def release_sketch(
         raise ValueError(f"release_sketch: partition must be in 0..{params.partitions - 1}, got {partition!r}")
     source = as_source(rng)
     rel = params.release_budget
-    values = release_level(counters, epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant, rng=source)
-    size_eps = params.size_budget.epsilon
-    n_noisy = noisy_size(substream_size, epsilon=size_eps, h=h, source=source)
-    n_upper = size_upper_bound(n_noisy, epsilon=size_eps, h=h, partitions=params.partitions, beta=params.size_beta)
+    cal = WindowCalibration.of(params, h)
+    values = release_level(counters, epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant,
+                           calibration=params.calibration, rng=source)
+    n_noisy = n_upper = None
+    if cal.size_releases > 1 or level == 1:
+        n_noisy = noisy_size(substream_size, scale=cal.size_scale, source=source)
+        n_upper = size_upper_bound(n_noisy, slack=cal.size_slack)
     shown = None if labels is None else {k: labels[k] for k in values if k in labels}
     return SketchRelease(level, partition, values, n_noisy, n_upper, shown)
 
@@ -84,17 +93,15 @@ def assemble_report(
     for r in releases:
         if r.labels and remember is not None:
             remember(r.level, dict(r.labels))
-    rel = params.release_budget
-    scales = ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant)
-    a2 = alpha2(scales, counters=params.counters, h=h, partitions=params.partitions, beta=params.key_beta)
+    cal = WindowCalibration.of(params, h)
+    releases = _with_sizes(releases, cal)
     by_level: dict[int, list[int]] = {}
     for r in releases:
-        by_level.setdefault(r.level, []).append(r.n_noisy)
-    n_root = root_estimate(by_level[level] for level in sorted(by_level))
-    items = extract_hhh(
-        releases, hierarchy, tau=params.tau, alpha2=a2, counters=params.counters, root_value=n_root, mode=params.mode
-    )
-    a1 = max(a2 + r.n_upper / (params.counters + 1) for r in releases)
+        by_level.setdefault(r.level, []).append(int(r.n_noisy))
+    n_root = root_estimate(by_level[level] for level in sorted(by_level)) if cal.size_releases > 1 else \
+        max(0, by_level[1][0])
+    items = extract_hhh(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root, mode=params.mode)
+    a1 = max(cal.alpha1(r.n_upper) for r in releases)
     return build_report(
         params=params,
         hierarchy_spec=hierarchy.spec(),
@@ -102,12 +109,27 @@ def assemble_report(
         items=items,
         n_noisy=n_root,
         alpha1=a1,
-        alpha2=a2,
+        calibration=cal,
         ledger=window_ledger(params, h=h, unit=unit, budget=budget, spending=spending),
         window=window,
         diagnostics=diagnostics,
         secure_randomness=secure_randomness,
     )
+
+
+def _with_sizes(releases: list[SketchRelease], cal: WindowCalibration) -> list[SketchRelease]:
+    """The releases with every sketch's size: with one size release (P = 1), level 1's for all."""
+    if cal.size_releases > 1:
+        missing = [(r.level, r.partition) for r in releases if r.n_noisy is None or r.n_upper is None]
+        if missing:
+            raise ValueError(f"assemble_report: releases without a size for P = {cal.partitions}: {missing[:3]}")
+        return releases
+    sized = [r for r in releases if r.n_noisy is not None]
+    if len(sized) != 1 or sized[0].level != 1 or sized[0].n_upper is None:
+        raise ValueError("assemble_report: with one partition exactly the level-1 release carries the window size, "
+                         f"got sizes at levels {[r.level for r in sized]}")
+    shared = sized[0]
+    return [replace(r, n_noisy=shared.n_noisy, n_upper=shared.n_upper) for r in releases]
 
 
 def release_window(

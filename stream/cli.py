@@ -31,11 +31,12 @@ from kafka.errors import KafkaError
 from connectors.files import INPUT_FORMATS
 from connectors.skips import SkipCounter
 from privacy.checks import guarantee_warnings
-from privacy.params import MODES, VARIANTS, HHHParams
+from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams
 from sketches.hierarchy import parse_hierarchy
 
 from .batch import NoReadableInput, batch_report, exact_report
 from .errors import JobFailed
+from .plan_cli import add_plan_parser, run_plan
 from .snapshot_cli import add_snapshot_parser, run_snapshot
 
 __all__ = ["main", "build_parser", "format_report"]
@@ -60,7 +61,8 @@ def _input_options(p: argparse.ArgumentParser) -> None:
 
 
 #: Defaults of the privacy options (the demo only passes on what the user gave explicitly).
-PRIVACY_DEFAULTS = {"beta": 0.05, "counters": 1024, "partitions": 1, "variant": "fresh", "mode": "conservative"}
+PRIVACY_DEFAULTS = {"beta": 0.05, "counters": 1024, "partitions": 1, "variant": "fresh", "mode": "conservative",
+                    "calibration": DEFAULT_CALIBRATION}
 DEMO_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "tau": 1000.0, **PRIVACY_DEFAULTS}
 
 
@@ -79,6 +81,8 @@ def _privacy_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     p.add_argument("--partitions", type=int, default=default("partitions"), help="P, key partitions per level (default 1)")
     p.add_argument("--variant", default=default("variant"), choices=VARIANTS, help="release variant (default fresh)")
     p.add_argument("--mode", default=default("mode"), choices=MODES, help="HHH extraction mode (default conservative)")
+    p.add_argument("--calibration", default=default("calibration"), choices=CALIBRATIONS,
+                   help=f"noise calibration (default {DEFAULT_CALIBRATION}; paper = the DP-HHH paper's scales)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise for reproducible experiments: the report is then NOT private")
     p.add_argument("--pretty", action="store_true", help="print a readable table instead of JSON")
@@ -130,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
 
     add_snapshot_parser(sub)
+    add_plan_parser(sub)
     p = sub.add_parser("dashboard", help="serve a live web page of the published private reports")
     p.add_argument("--topic", default="dphhh-reports", help="reports topic (default dphhh-reports)")
     _kafka_client_options(p)
@@ -178,11 +183,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"dphhh private HHH report  ({g.get('privacy', report['budget']['guarantee'])})",
         when,
         f"  hierarchy {p['hierarchy']}  tau={p['tau']:g}  kappa={p['counters']}  P={p['partitions']}  "
-        f"variant={p['variant']}  mode={p['mode']}",
+        f"variant={p['variant']}  mode={p['mode']}  calibration={p.get('calibration', 'paper')}",
         f"  noisy window size ~ {report['window']['n_noisy']}   alpha1={g['alpha1']:.1f}  alpha2={g['alpha2']:.1f}  "
         f"beta={g['beta']}   randomness: {g['randomness']}",
         "",
-        f"  {'level':>5}  {'prefix':<24} {'residual':>10} {'count':>9}  {'count interval (±alpha1)':>24}",
+        f"  {'level':>5}  {'prefix':<24} {'residual':>10} {'count':>9}  {'true count in (1 - beta)':>24}",
     ]
     for item in sorted(report["hhh"], key=lambda x: (x["level"], -x["estimate"])):
         lines.append(
@@ -206,6 +211,7 @@ def _params(args: argparse.Namespace) -> HHHParams:
         partitions=args.partitions,
         variant=args.variant,
         mode=args.mode,
+        calibration=args.calibration,
     )
 
 
@@ -424,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_job(cfg, format_report, feed=feed, rate=args.rate)
         if args.command == "snapshot":
             return run_snapshot(args)
+        if args.command == "plan":
+            return run_plan(args)
         if args.command == "dashboard":
             return _dashboard(args)
         if args.command == "produce":

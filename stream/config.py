@@ -76,6 +76,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "partitions": 1,
         "variant": "fresh",
         "mode": "conservative",
+        "calibration": "tight",  # tight (exact-tail threshold, one scale; docs/calibration.md) | paper
         "seed": -1,  # >= 0 seeds the noise: reports are then NOT private (tests only)
         # user-level privacy: "" = event level; "source-ipv4" (input.format packed-ipv4-pairs) or
         # "json:FIELD" (input.format json) = the privacy unit; each unit keeps <= unit_cap elements per window
@@ -388,7 +389,7 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         event = unit.event_budget(budget)
         params = HHHParams(
             epsilon=event.epsilon, delta=event.delta, tau=p["tau"], beta=p["beta"], counters=p["counters"],
-            partitions=p["partitions"], variant=p["variant"], mode=p["mode"],
+            partitions=p["partitions"], variant=p["variant"], mode=p["mode"], calibration=p["calibration"],
         )
     except ValueError as exc:
         raise ConfigError(f"config: privacy.{str(exc).split(': ', 1)[-1]}") from None

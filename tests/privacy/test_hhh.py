@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from dataclasses import replace
+
 from privacy.budget import window_ledger
+from privacy.calibration import WindowCalibration
 from privacy.hhh import SketchRelease, extract_hhh
 from privacy.params import HHHParams
 from privacy.stream_size import root_estimate, size_upper_bound
@@ -28,10 +31,17 @@ def _rel(level: int, values: dict[str, int], n_upper: int = 0) -> SketchRelease:
     return SketchRelease(level, 0, {_ip(k): v for k, v in values.items()}, 0, n_upper)
 
 
+def _cal(alpha2: float, counters: int, noise_bound: int = 20, name: str = "paper") -> WindowCalibration:
+    """A calibration with chosen α2, B and κ (the extraction reads only these, the size slack and
+    the name, which chooses the selection margin and subtraction slack)."""
+    real = WindowCalibration.of(HHHParams(epsilon=1, delta=1e-6, tau=1, counters=counters, calibration=name), 2)
+    return replace(real, alpha2=float(alpha2), noise_bound=noise_bound, size_slack=5)
+
+
 def test_point_mode_subtracts_selected_mass_from_ancestors() -> None:
     """Point mode selects values >= τ bottom-up and subtracts each selected value from its ancestors."""
     releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 300}), _rel(1, {"10.0.0.0": 1000, "11.0.0.0": 200})]
-    items = extract_hhh(releases, H2, tau=500, alpha2=50, counters=9, root_value=1300, mode="point")
+    items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1300, mode="point")
     got = {(i.prefix, round(i.estimate)) for i in items}
     # 10/8 residual = 1000 - 600 = 400 < 500; root residual = 1300 - 600 = 700 >= 500
     assert got == {("10.1.0.0/16", 600), ("0.0.0.0/0", 700)}
@@ -41,38 +51,69 @@ def test_conservative_mode_uses_alpha1_and_subtracts_value_minus_alpha2() -> Non
     """Conservative mode selects iff C̃ + α1 > τ − α1 and removes C̃ − α2 from every released ancestor."""
     releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 100}, n_upper=90), _rel(1, {"10.0.0.0": 1000}, n_upper=90)]
     # α1 = α2 + n_upper/(κ+1) = 50 + 90/10 = 59; select iff C̃ > τ − 2·59 = 382
-    items = extract_hhh(releases, H2, tau=500, alpha2=50, counters=9, root_value=1500, mode="conservative")
+    items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1500, mode="conservative")
     by = {i.prefix: i for i in items}
     assert set(by) == {"10.1.0.0/16", "10.0.0.0/8", "0.0.0.0/0"}
     assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 50))
     assert math.isclose(by["0.0.0.0/0"].estimate, 1500 - (600 - 50) - (450 - 50))
     assert math.isclose(by["10.1.0.0/16"].alpha1, 59)
+    # interval [C̃ − B, C̃ + B + n̂/(κ+1)] with B = 20: the sketch undercounts, never overcounts
+    assert (by["10.1.0.0/16"].lower, by["10.1.0.0/16"].upper) == (580, 629)
+    assert (by["0.0.0.0/0"].lower, by["0.0.0.0/0"].upper) == (1495, 1505)  # ñ ± S (P = 1)
+
+
+def test_tight_conservative_mode_uses_the_interval_margin_and_subtracts_value_minus_b() -> None:
+    """Tight: select iff f̃ + B + n̂/(κ+1) > τ − α1, subtract C̃ − B (docs/calibration.md §4)."""
+    releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 400}, n_upper=90), _rel(1, {"10.0.0.0": 1000}, n_upper=90)]
+    # α1 = 50 + 9 = 59; margin = B + 9 = 29: select iff f̃ > 500 − 59 − 29 = 412 (paper: f̃ > 382)
+    items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9, name="tight"), root_value=1500,
+                        mode="conservative")
+    by = {i.prefix: i for i in items}
+    assert "10.2.0.0/16" not in by  # 400 + 29 <= 441; the paper's margin selects it (400 + 59 > 441)
+    assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 20))
+    paper = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1500, mode="conservative")
+    assert "10.2.0.0/16" in {i.prefix for i in paper}
+
+
+def test_interval_is_clipped_at_zero() -> None:
+    """A released value below B gets lower bound 0 (a count is never negative)."""
+    releases = [_rel(2, {"10.1.0.0": 5}, n_upper=0), _rel(1, {}, n_upper=0)]
+    items = extract_hhh(releases, H2, tau=1, calibration=_cal(50, 9), root_value=10, mode="point")
+    by = {i.prefix: i for i in items}
+    assert (by["10.1.0.0/16"].lower, by["10.1.0.0/16"].upper) == (0, 25)
 
 
 def test_unknown_mode_is_refused() -> None:
     """An unknown mode is a clear error."""
     with pytest.raises(ValueError, match="mode"):
-        extract_hhh([], H2, tau=1, alpha2=1, counters=1, root_value=0, mode="greedy")
+        extract_hhh([], H2, tau=1, calibration=_cal(1, 1), root_value=0, mode="greedy")
 
 
 def test_size_upper_bound_and_root_estimate() -> None:
-    """The size upper bound adds ⌈(h/ε)ln(hP/β)⌉; the root is the mean over levels of the level sums."""
-    assert size_upper_bound(100, epsilon=0.5, h=2, partitions=3, beta=0.01) == 100 + math.ceil(4 * math.log(600))
-    assert size_upper_bound(-50, epsilon=1, h=1, partitions=1, beta=0.5) == 0
+    """The size upper bound adds the calibration's slack; the root is the mean over levels of the level sums."""
+    one = WindowCalibration.of(HHHParams(epsilon=5.0, delta=1e-6, tau=1, size_share=0.1), 2)
+    many = WindowCalibration.of(HHHParams(epsilon=5.0, delta=1e-6, tau=1, size_share=0.1, partitions=3), 2)
+    # P = 1: one release at scale 1/ε_n; P = 3: 6 releases at h/ε_n; S = ⌈b·ln(2·count/β_n)⌉ − 1
+    assert (one.size_releases, one.size_scale) == (1, 2.0) and (many.size_releases, many.size_scale) == (6, 4.0)
+    assert one.size_slack == math.ceil(2.0 * math.log(2 / 0.005)) - 1
+    assert many.size_slack == math.ceil(4.0 * math.log(12 / 0.005)) - 1
+    assert size_upper_bound(100, slack=7) == 107 and size_upper_bound(-50, slack=7) == 0
     assert root_estimate([[10, 20], [40, 0]]) == 35
 
 
-def test_size_upper_bound_covers_true_sizes_at_rate_beta() -> None:
-    """Over many noisy releases the upper bound is below the true size in at most a β fraction."""
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_size_bound_covers_true_sizes_at_rate_beta(partitions: int) -> None:
+    """Over many noisy releases a released size is more than S from the true size in at most a
+    β_n/(releases) fraction (the slack's two-sided union bound)."""
     from privacy.stream_size import noisy_size
     from privacy.randomness import SeededRandomSource
+    cal = WindowCalibration.of(HHHParams(epsilon=0.1, delta=1e-6, tau=1, partitions=partitions, beta=0.5), 4)
     src = SeededRandomSource(9)
-    misses = sum(
-        size_upper_bound(noisy_size(1000, epsilon=0.1, h=4, source=src), epsilon=0.1, h=4, partitions=1, beta=0.05) < 1000
-        for _ in range(4000)
-    )
-    # expected miss rate <= 0.05/4 per sketch bound; binomial(4000, 0.0125) exceeds 90 w.p. < 1e-6
-    assert misses <= 90
+    misses = sum(abs(noisy_size(1000, scale=cal.size_scale, source=src) - 1000) > cal.size_slack for _ in range(4000))
+    # the miss rate is <= β_n/releases = 0.05/releases <= 0.05; binomial(4000, 0.05) exceeds 290 w.p. < 1e-6
+    assert misses <= 290
+    if partitions == 1:  # and not absurdly loose: the exact rate is within a factor 2 of the bound
+        assert misses >= 40
 
 
 def test_ledger_adds_up_and_names_mechanisms() -> None:
@@ -82,7 +123,9 @@ def test_ledger_adds_up_and_names_mechanisms() -> None:
     assert math.isclose(sum(e["epsilon"] for e in led["entries"]), 2.0)
     assert math.isclose(sum(e["delta"] for e in led["entries"]), 1e-6)
     assert [e["mechanism"] for e in led["entries"]] == ["misra_gries_release/fresh", "substream_sizes"]
-    assert led["entries"][0]["sketches"] == 12 and led["unit"] == "event"
+    assert led["entries"][0]["sketches"] == 12 and led["entries"][1]["releases"] == 12 and led["unit"] == "event"
+    one = window_ledger(HHHParams(epsilon=2.0, delta=1e-6, tau=10), h=4)
+    assert one["entries"][1]["mechanism"] == "window_size" and one["entries"][1]["releases"] == 1
 
 
 def test_assemble_report_requires_every_sketch() -> None:

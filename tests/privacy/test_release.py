@@ -8,27 +8,59 @@ import numpy as np
 import pytest
 
 from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, alpha2, release_arrays, release_level
+from privacy.release import ReleaseScales, alpha2, release_arrays, release_level, tight_threshold
+from privacy.tails import dlap_sum_tail
 
 
-def test_fresh_scales_follow_the_spec() -> None:
-    """Fresh: T* = 1 + (6h/ε)ln(3h/δ), γ ~ 2h/ε, w ~ 4h/ε, release with the same scales."""
-    s = ReleaseScales.for_budget(epsilon=0.5, delta=1e-5, h=4)
+def test_paper_fresh_scales_follow_the_spec() -> None:
+    """Paper, fresh: T* = 1 + (6h/ε)ln(3h/δ), γ ~ 2h/ε, w ~ 4h/ε, release with the same scales."""
+    s = ReleaseScales.for_budget(epsilon=0.5, delta=1e-5, h=4, calibration="paper")
     assert math.isclose(s.threshold, 1 + (24 / 0.5) * math.log(12 / 1e-5))
     assert (s.gamma, s.w, s.gamma_release, s.w_release) == (16.0, 32.0, 16.0, 32.0)
     assert s.integer_threshold == math.floor(s.threshold) + 1
 
 
-def test_reuse_scales_are_halved() -> None:
-    """Reuse: T* = 1 + (3h/ε)ln(3h/δ), γ ~ h/ε, w ~ 2h/ε, and no separate release noise."""
-    s = ReleaseScales.for_budget(epsilon=1.0, delta=1e-6, h=2, variant="reuse")
+def test_paper_reuse_scales_are_halved() -> None:
+    """Paper, reuse: T* = 1 + (3h/ε)ln(3h/δ), γ ~ h/ε, w ~ 2h/ε, and no separate release noise."""
+    s = ReleaseScales.for_budget(epsilon=1.0, delta=1e-6, h=2, variant="reuse", calibration="paper")
     assert math.isclose(s.threshold, 1 + 6 * math.log(6e6))
     assert (s.gamma, s.w, s.gamma_release, s.w_release) == (2.0, 4.0, None, None)
     assert s.released_key_scale == 4.0
 
 
+@pytest.mark.parametrize("variant, b", [("fresh", 16.0), ("reuse", 8.0)])
+def test_tight_scales_are_one_scale_per_variant(variant: str, b: float) -> None:
+    """Tight (the default): every noise term at 2h/ε (fresh) or h/ε (reuse)."""
+    s = ReleaseScales.for_budget(epsilon=0.5, delta=1e-5, h=4, variant=variant)
+    release = (b, b) if variant == "fresh" else (None, None)
+    assert (s.gamma, s.w, (s.gamma_release, s.w_release)) == (b, b, release)
+
+
+@pytest.mark.parametrize("epsilon, delta, h", [(0.9, 1e-6, 4), (0.5, 1e-5, 4), (2.0, 1e-9, 32), (1.0, 1e-6, 1)])
+@pytest.mark.parametrize("variant", ["fresh", "reuse"])
+def test_tight_threshold_is_the_smallest_that_meets_delta(epsilon: float, delta: float, h: int, variant: str) -> None:
+    """T is the smallest integer with 2·e^(ε/h)·P(γ + w >= T) <= δ/h, and below the paper's T*
+    and below the closed-form bound T <= 2b·ln(4·e^(ε/h)·h/δ) (P(γ + w >= t) <= 2·P(γ >= t/2))."""
+    s = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant)
+    t, b, e0 = int(s.threshold), s.gamma, epsilon / h
+    assert s.threshold == t and s.integer_threshold == t + 1
+    charge = lambda t: 2 * math.exp(e0) * dlap_sum_tail(t, b, b)  # noqa: E731
+    assert charge(t) <= delta / h < charge(t - 1)
+    closed = 2 * b * math.log(4 * math.exp(e0) * h / delta)
+    assert t <= closed
+    paper = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant, calibration="paper")
+    assert t < paper.threshold
+
+
+def test_tight_threshold_validates_through_the_tail() -> None:
+    """An impossible δ limit is refused, naming the tails module."""
+    with pytest.raises(ValueError, match="tails: limit"):
+        tight_threshold(epsilon_level=1.0, delta_level=0.0, b_gamma=1.0, b_w=1.0)
+
+
 @pytest.mark.parametrize("kw, word", [({"epsilon": 0}, "epsilon"), ({"delta": 1.0}, "delta"),
-                                      ({"h": 0}, "h"), ({"variant": "paper"}, "variant")])
+                                      ({"h": 0}, "h"), ({"variant": "paper"}, "variant"),
+                                      ({"calibration": "loose"}, "calibration")])
 def test_release_level_validates(kw: dict, word: str) -> None:
     """Bad ε, δ, h or variant is refused by release_level, naming the parameter."""
     args = dict(epsilon=1.0, delta=1e-6, h=1, variant="fresh") | kw
@@ -91,9 +123,9 @@ def test_reuse_releases_the_tested_value() -> None:
     assert (values[passed] >= t).all() and (values[~passed] < t).all()
 
 
-def test_alpha2_formula() -> None:
-    """α2 = T* + 2·b_w·ln(2κhP/β) with the released per-key scale of the variant."""
+def test_paper_alpha2_formula() -> None:
+    """Paper: α2 = T* + 2·b_w·ln(2κhP/β) with the released per-key scale of the variant."""
     for variant, bw in (("fresh", 16.0), ("reuse", 8.0)):
-        s = ReleaseScales.for_budget(epsilon=1.0, delta=1e-6, h=4, variant=variant)
+        s = ReleaseScales.for_budget(epsilon=1.0, delta=1e-6, h=4, variant=variant, calibration="paper")
         got = alpha2(s, counters=100, h=4, partitions=2, beta=0.05)
         assert math.isclose(got, s.threshold + 2 * bw * math.log(2 * 100 * 4 * 2 / 0.05))

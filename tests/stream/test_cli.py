@@ -44,8 +44,8 @@ def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
                            "--seed", "1")
     assert report["schema"] == "dphhh.report/1"
     assert set(report["params"]) == {"epsilon", "delta", "beta", "tau", "counters", "hierarchy", "h",
-                                      "variant", "mode", "partitions"}
-    assert {"alpha1", "alpha2"} <= set(report["guarantees"])
+                                      "variant", "mode", "partitions", "calibration"}
+    assert {"alpha1", "alpha2", "threshold", "noise_bound"} <= set(report["guarantees"])
     assert isinstance(report["window"]["n_noisy"], int)
     assert report["budget"]["epsilon"] == 1.0
     assert all({"prefix", "level", "estimate"} <= set(x) for x in report["hhh"])

@@ -197,8 +197,11 @@ def test_hhh_report_names_no_count(capsys, tmp_path: Path, kind: str, mode: str)
     else:  # excluded: paths of another depth
         f, hierarchy, heavy = _path_input(tmp_path)[0], "path:3", "de/by/muc"
     extra = ["--pretty"] if mode == "pretty" else []
+    # The window size is released once at scale 1/(0.1·ε) = 10, so its noise is 0 — the noisy root
+    # count *equals* the true one, by chance and not as a leak — with probability ≈ 0.05. The fixed
+    # seed is one where it does not, so that every match this test finds is a deterministic leak.
     code, out, err = _run(capsys, "hhh", "--input", str(f), "--hierarchy", hierarchy, "--epsilon", "1",
-                          "--delta", "1e-6", "--tau", "3000", "--seed", "7", *extra)
+                          "--delta", "1e-6", "--tau", "3000", "--seed", "13", *extra)
     assert code == 0, err
     _check_outputs(out, err, f)
     assert heavy in out

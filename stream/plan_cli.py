@@ -1,0 +1,156 @@
+"""``dphhh plan``: what a setting can detect, before deploying (docs/calibration.md §7).
+
+Public inputs only (the expected window size is the user's guess, not the data's count); the
+numbers come from :func:`privacy.plan.make_plan`, the code path the reports use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
+from privacy.plan import PlanInputs, make_plan, with_inputs
+from sketches.hierarchy import parse_hierarchy
+
+__all__ = ["add_plan_parser", "run_plan", "parse_size", "format_plan", "format_table"]
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30}
+TABLE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
+TABLE_SIZES = (10**5, 10**6, 10**7)
+DEFAULT_MAX_MEMORY = "256MiB"
+
+
+def _percent(part: float, whole: float) -> str:
+    """``part`` as a percentage of ``whole`` with two significant digits."""
+    return f"{100 * part / whole:.2g} %"
+
+
+def parse_size(text: str, where: str) -> int:
+    """``"2GiB"``, ``"500MB"``, ``"1e6"``, ``"100k"`` → an integer (bytes or elements)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{where} must be a number with an optional unit (k, M, G, KiB, MiB, GiB), got {text!r}")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value < 1 or value != value:
+        raise ValueError(f"{where} must be >= 1, got {text!r}")
+    return int(value)
+
+
+def add_plan_parser(sub: Any) -> None:
+    """The ``plan`` sub-command's options."""
+    p = sub.add_parser(
+        "plan", help="what a setting can detect (alpha1, alpha2, T*, coverage, detectable counts, memory)",
+        description="Compute, from public inputs only, the guarantees a window's report will carry and the "
+                    "smallest prefix count it reports with probability >= 0.9, before deploying. The same code "
+                    "computes the numbers in every report.")
+    p.add_argument("--n", required=True, help="expected elements per window (public guess, e.g. 1e6 or 250k)")
+    p.add_argument("--epsilon", type=float, required=True, help="window privacy budget ε > 0")
+    p.add_argument("--delta", type=float, default=1e-6, help="window privacy budget δ (default 1e-6)")
+    p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
+    p.add_argument("--tau", type=float, default=None, help="HHH threshold (absolute count; optional)")
+    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
+    p.add_argument("--counters", type=int, default=1024, help="κ, counters per sketch (default 1024)")
+    p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
+    p.add_argument("--variant", default="fresh", choices=VARIANTS)
+    p.add_argument("--mode", default="conservative", choices=MODES)
+    p.add_argument("--calibration", default=DEFAULT_CALIBRATION, choices=CALIBRATIONS)
+    p.add_argument("--unit-cap", type=int, default=1, help="m elements per privacy unit (user level; default 1)")
+    p.add_argument("--weight-cap", type=int, default=1, help="W units per weighted record (default 1)")
+    p.add_argument("--max-memory", default=DEFAULT_MAX_MEMORY,
+                   help=f"sketch memory budget per window for the recommended κ (default {DEFAULT_MAX_MEMORY})")
+    p.add_argument("--table", action="store_true",
+                   help=f"print what is detectable for ε in {TABLE_EPSILONS} and n in 1e5, 1e6, 1e7 instead")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _inputs(args: argparse.Namespace) -> PlanInputs:
+    return PlanInputs(
+        n=parse_size(args.n, "--n"), epsilon=args.epsilon, delta=args.delta, h=parse_hierarchy(args.hierarchy).h,
+        tau=args.tau, beta=args.beta, counters=args.counters, partitions=args.partitions, variant=args.variant,
+        mode=args.mode, calibration=args.calibration, unit_cap=args.unit_cap, weight_cap=args.weight_cap,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
+    )
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
+    """A readable rendering of a ``dphhh.plan/1`` document."""
+    i = plan["inputs"]
+    n = i["n"]
+    lines = [
+        "dphhh plan  (public inputs only; every report with these settings carries the same alpha values)",
+        f"  window of ~{n:,} elements   hierarchy {hierarchy} (h={i['h']})   epsilon={i['epsilon']:g}  "
+        f"delta={i['delta']:g}  beta={i['beta']:g}",
+        f"  kappa={i['counters']}  P={i['partitions']}  variant={i['variant']}  mode={i['mode']}  "
+        f"calibration={i['calibration']}"
+        + (f"  group privacy over {i['unit_cap'] * i['weight_cap']} elements" if i['unit_cap'] * i['weight_cap'] > 1
+           else ""),
+        "",
+        f"  release threshold T*        {plan['threshold']:>10.1f}   a prefix's noisy count must exceed it",
+        f"  noise bound B               {plan['noise_bound']:>10}   every released value within ±B (prob. 1 - beta)",
+        f"  alpha2 = T* + B             {plan['alpha2']:>10.1f}",
+        f"  sketch error n/(kappa+1)    {plan['sketch_error']:>10.1f}",
+        f"  alpha1                      {plan['alpha1']:>10.1f}   reported counts within ±alpha1",
+        f"  coverage needs tau >=       {plan['coverage_min_tau']:>10.1f}   ({_percent(plan['coverage_min_tau'], n)} of n)",
+        f"  detectable (p >= {plan['detect_probability']:g})       {plan['detectable']:>10,}   "
+        f"({_percent(plan['detectable'], n)} of n; up to {plan['detectable_worst_case']:,} if the sketch undercounts it)"
+        + ("" if i["tau"] is not None else "; released, before the tau rule"),
+        f"  sketch memory per window    {_bytes(plan['memory_bytes']):>10}   state per window {_bytes(plan['state_bytes'])}",
+    ]
+    if "coverage_holds" in plan:
+        lines.append(f"  with tau={i['tau']:g}: coverage " + ("holds" if plan["coverage_holds"] else
+                     "is void (tau < 2*alpha1, or point mode)"))
+    rec = plan["recommended"]
+    if rec:
+        limit = f" within {_bytes(i['max_memory'])}" if i["max_memory"] else ""
+        lines.append(f"  recommended kappa{limit}: {rec['counters']} (alpha1 {rec['alpha1']:.1f}, "
+                     f"{_bytes(rec['memory_bytes'])} per window)")
+    else:
+        lines.append("  recommended kappa: none fits --max-memory (raise it, or lower P or the hierarchy's levels)")
+    return "\n".join(lines)
+
+
+def table_rows(base: PlanInputs) -> list[dict[str, Any]]:
+    """Plans over ε × n (the README's table), each with its own recommended κ."""
+    rows = []
+    for n in TABLE_SIZES:
+        for eps in TABLE_EPSILONS:
+            first = make_plan(with_inputs(base, n=n, epsilon=eps))
+            kappa = first["recommended"]["counters"] if first["recommended"] else base.counters
+            plan = make_plan(with_inputs(base, n=n, epsilon=eps, counters=kappa))
+            rows.append({"n": n, "epsilon": eps, "counters": kappa, "alpha1": plan["alpha1"],
+                         "coverage_min_tau": plan["coverage_min_tau"], "detectable": plan["detectable"]})
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The ε × n table as text (Markdown-compatible)."""
+    out = ["| n | ε | κ (recommended) | α1 | coverage needs τ ≥ | released with p ≥ 0.9 from |",
+           "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['n']:,} | {r['epsilon']:g} | {r['counters']:,} | {r['alpha1']:.0f} | "
+                   f"{r['coverage_min_tau']:,.0f} ({_percent(r['coverage_min_tau'], r['n'])}) | "
+                   f"{r['detectable']:,} ({_percent(r['detectable'], r['n'])}) |")
+    return "\n".join(out)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``dphhh plan``."""
+    inputs = _inputs(args)
+    if args.table:
+        rows = table_rows(inputs)
+        print(json.dumps(rows, indent=2) if args.json else format_table(rows))
+        return 0
+    plan = make_plan(inputs)
+    print(json.dumps(plan, indent=2) if args.json else format_plan(plan, args.hierarchy))
+    return 0
