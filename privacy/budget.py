@@ -57,28 +57,35 @@ def window_ledger(
         "delta": total.delta,
         "composition": "sequential within the window; parallel across disjoint windows",
     }
-    if unit is not None and unit.kind == "user":
+    if unit is not None and (unit.kind == "user" or unit.weight_cap > 1):
         if budget is None:
-            raise ValueError("window_ledger: a user-level unit needs the user-level budget")
+            raise ValueError("window_ledger: a user-level or weighted unit needs the budget it is stated at")
         calibrated = unit.event_budget(budget)
         if not (math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
                 and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)):
-            raise ValueError(  # never claim a user-level guarantee the mechanism's calibration does not give
+            raise ValueError(  # never claim a unit-level guarantee the mechanism's calibration does not give
                 f"window_ledger: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
-                f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated user-level budget"
+                f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated budget"
             )
         out.update({
-            "unit": "user",
-            "unit_key": unit.key,
-            "unit_cap": unit.cap,
+            "unit": unit.kind,
             "guarantee": unit.guarantee(budget),
             "epsilon": budget.epsilon,
             "delta": budget.delta,
-            "composition": "sequential within the window; across windows sequential for one unit "
-                           "(a unit's elements span windows), parallel for one element",
             "event_level": {"epsilon": total.epsilon, "delta": total.delta, "guarantee": event_text,
-                            "calibration": f"group privacy over {unit.cap} elements per unit"},
+                            "calibration": unit.calibration_text()},
         })
+        if unit.kind == "user":
+            out.update({
+                "unit_key": unit.key,
+                "unit_cap": unit.cap,
+                "composition": "sequential within the window; across windows sequential for one unit "
+                               "(a unit's elements span windows), parallel for one element",
+            })
+        if unit.weight_cap > 1:
+            out.update({"weight": unit.weight, "weight_cap": unit.weight_cap})
+        event_text_unit = "one unit element (one unit of a record's weight)"
+        out["event_level"]["guarantee"] = event_text.replace("one element", event_text_unit)
     if spending is not None:
         out["spending"] = dict(spending)
     out["entries"] = [

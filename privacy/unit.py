@@ -37,11 +37,21 @@ class PrivacyUnit:
       ``"json field 'user'"``; required (non-empty) for ``user``.
     * ``cap``: ``m``, the most elements one unit contributes per window; an integer >= 1 for
       ``user`` and exactly 1 for ``event``.
+    * ``weight_cap``: ``W``, for weighted records (flow records counted by packets or bytes, spec
+      §2 "Weighted elements"): each record's weight is clipped to W and the sketch inserts it as
+      that many unit elements, so one record is at most W unit elements and one user unit at most
+      m·W. 1 (default) for unweighted elements.
+    * ``weight``: what a record's weight counts (``"packets"``, ``"bytes"``), required when
+      ``weight_cap`` > 1; for reports.
+
+    The group-privacy calibration runs over :attr:`group_size` = m·W unit elements.
     """
 
     kind: str = "event"
     key: str = ""
     cap: int = 1
+    weight_cap: int = 1
+    weight: str = ""
 
     def __post_init__(self) -> None:
         owner = "PrivacyUnit"
@@ -54,12 +64,25 @@ class PrivacyUnit:
             raise ValueError(f"{owner}: cap must be 1 for the event-level unit, got {self.cap!r}")
         if self.kind == "user" and not self.key.strip():
             raise ValueError(f"{owner}: key must name what identifies a unit (e.g. 'source address'), got {self.key!r}")
+        check_int(owner, "weight_cap", self.weight_cap, 1)
+        if not isinstance(self.weight, str):
+            raise ValueError(f"{owner}: weight must be a string, got {type(self.weight).__name__}")
+        if self.weight_cap > 1 and not self.weight.strip():
+            raise ValueError(f"{owner}: weight must say what a record's weight counts (e.g. 'packets') when "
+                             f"weight_cap > 1, got {self.weight!r}")
+
+    @property
+    def group_size(self) -> int:
+        """Unit elements one privacy unit can contribute per window: m·W (1 for plain events)."""
+        return self.cap * self.weight_cap
 
     # -- calibration ---------------------------------------------------------------------------
     def event_budget(self, budget: PrivacyBudget) -> PrivacyBudget:
         """The event-level budget (ε', δ') at which to run the per-element mechanism.
 
         ``event``: ``budget`` unchanged. ``user`` with cap m: ``ε' = ε/m``, ``δ' = δ/(m·e^ε)``.
+        With a weight cap W, m is replaced by the group size m·W (one record = at most W unit
+        elements).
 
         Derivation (group privacy): if a mechanism is (ε', δ')-DP for inputs that differ in one
         element, then for inputs that differ in k elements it is
@@ -71,9 +94,9 @@ class PrivacyUnit:
         """
         if not isinstance(budget, PrivacyBudget):
             raise TypeError(f"PrivacyUnit: budget must be a PrivacyBudget, got {type(budget).__name__}")
-        if self.kind == "event":
+        m = self.group_size
+        if self.kind == "event" and m == 1:
             return budget
-        m = self.cap
         eps = budget.epsilon / m
         while eps * m > budget.epsilon:
             eps = math.nextafter(eps, 0.0)
@@ -102,8 +125,8 @@ class PrivacyUnit:
         return PrivacyBudget(eps, d * math.exp(exponent) * event_budget.delta)
 
     def user_cost(self, event_budget: PrivacyBudget) -> PrivacyBudget:
-        """Cost with respect to one whole unit: :meth:`cost` at distance ``cap`` (``m`` elements)."""
-        return self.cost(event_budget, self.cap)
+        """Cost with respect to one whole unit: :meth:`cost` at distance m·W (its unit elements)."""
+        return self.cost(event_budget, self.group_size)
 
     # -- statements ----------------------------------------------------------------------------
     def guarantee(self, budget: PrivacyBudget) -> str:
@@ -111,14 +134,29 @@ class PrivacyUnit:
         if not isinstance(budget, PrivacyBudget):
             raise TypeError(f"PrivacyUnit: budget must be a PrivacyBudget, got {type(budget).__name__}")
         head = f"({budget.epsilon:g}, {budget.delta:g})-DP with respect to adding or removing"
+        weighted = self.weight_cap > 1
+        thing = "record" if weighted else "element"
+        weights = f", each record weighted by {self.weight} clipped at {self.weight_cap}" if weighted else ""
         if self.kind == "event":
-            return f"{head} one element of this window"
-        plural = "element" if self.cap == 1 else "elements"
+            return f"{head} one {thing} of this window{weights}"
+        plural = thing if self.cap == 1 else thing + "s"
         return (
-            f"{head} all elements of one privacy unit ({self.key}), "
-            f"each unit capped at {self.cap} {plural} per window"
+            f"{head} all {thing}s of one privacy unit ({self.key}), "
+            f"each unit capped at {self.cap} {plural} per window{weights}"
         )
 
+    def calibration_text(self) -> str:
+        """How the event-level mechanism is calibrated for this unit (for the ledger)."""
+        parts = []
+        if self.kind == "user":
+            parts.append(f"{self.cap} {'records' if self.weight_cap > 1 else 'elements'} per unit")
+        if self.weight_cap > 1:
+            parts.append(f"weight <= {self.weight_cap} {self.weight} per record")
+        return f"group privacy over {self.group_size} unit elements ({', '.join(parts)})"
+
     def as_dict(self) -> dict[str, Any]:
-        """``{"unit": kind, "key": key, "cap": m}`` for reports."""
-        return {"unit": self.kind, "key": self.key, "cap": self.cap}
+        """``{"unit": kind, "key": key, "cap": m}`` (plus the weight cap and weight when weighted)."""
+        out: dict[str, Any] = {"unit": self.kind, "key": self.key, "cap": self.cap}
+        if self.weight_cap > 1:
+            out.update({"weight_cap": self.weight_cap, "weight": self.weight})
+        return out

@@ -126,3 +126,40 @@ def test_budget_arguments_must_be_privacy_budgets() -> None:
     for call in (lambda: unit.event_budget(1.0), lambda: unit.cost(1.0, 1), lambda: unit.guarantee((1.0, 0.0))):
         with pytest.raises(TypeError, match="PrivacyUnit: "):
             call()
+
+
+def test_weight_cap_calibrates_over_record_weights() -> None:
+    """A weight cap W makes one record W unit elements: event level calibrates at (ε/W, δ/(W·e^ε)),
+    user level over m·W; the statements name the weight and the cap."""
+    b = PrivacyBudget(1.0, 1e-6)
+    rec = PrivacyUnit(weight_cap=50, weight="packets")
+    assert rec.group_size == 50
+    got = rec.event_budget(b)
+    assert got.epsilon == pytest.approx(1 / 50) and got.delta == pytest.approx(1e-6 * math.exp(-1) / 50)
+    cost = rec.user_cost(got)
+    assert cost.epsilon <= 1.0 and cost.delta <= 1e-6
+    assert "one record of this window, each record weighted by packets clipped at 50" in rec.guarantee(b)
+    user = PrivacyUnit("user", "source address", 4, weight_cap=10, weight="bytes")
+    assert user.group_size == 40 and user.event_budget(b).epsilon == pytest.approx(1 / 40)
+    assert "capped at 4 records per window, each record weighted by bytes clipped at 10" in user.guarantee(b)
+    assert user.as_dict() == {"unit": "user", "key": "source address", "cap": 4, "weight_cap": 10, "weight": "bytes"}
+    with pytest.raises(ValueError, match="PrivacyUnit: weight must say"):
+        PrivacyUnit(weight_cap=2)
+    with pytest.raises(ValueError, match="PrivacyUnit: weight_cap must be"):
+        PrivacyUnit(weight_cap=0, weight="bytes")
+
+
+def test_weighted_ledger_states_the_record_guarantee() -> None:
+    """The window ledger of a weighted event-level unit states (ε, δ) per record and the unit-element
+    calibration beside it; a mechanism not at that calibration is refused."""
+    from privacy.budget import window_ledger
+    from privacy.params import HHHParams
+
+    unit = PrivacyUnit(weight_cap=8, weight="packets")
+    b = PrivacyBudget(1.0, 1e-6)
+    ev = unit.event_budget(b)
+    led = window_ledger(HHHParams(epsilon=ev.epsilon, delta=ev.delta, tau=10), h=4, unit=unit, budget=b)
+    assert led["unit"] == "event" and led["epsilon"] == 1.0 and led["weight_cap"] == 8
+    assert "one record" in led["guarantee"] and "group privacy over 8 unit elements" in led["event_level"]["calibration"]
+    with pytest.raises(ValueError, match="not at the group-privacy calibration"):
+        window_ledger(HHHParams(epsilon=1.0, delta=1e-6, tau=10), h=4, unit=unit, budget=b)

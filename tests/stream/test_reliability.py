@@ -56,6 +56,7 @@ def test_user_level_config_calibrates_the_mechanism_by_group_privacy() -> None:
     (["privacy.delta=1"], "privacy.delta must be"),
     (["privacy.delta=0"], "privacy.delta must be"),
     (["privacy.counters=0"], "privacy.counters must be"),
+    (["privacy.calibration=loose"], "privacy.calibration must be one of tight, paper"),
     (["privacy.budget_epsilon=0.5"], "below one window's epsilon"),
     (["privacy.budget_epsilon=5", "privacy.budget_delta=1e-9"], "below one window's delta"),
     (["privacy.budget_epsilon=5", "privacy.budget_period=week"], "budget_period must be"),
