@@ -31,14 +31,20 @@ them on **stderr only**, on one line labelled "operational, not private"
 * ``corrupt_file_tail`` — the unreadable rest of a damaged capture file;
 * ``empty``, ``oversized``, ``bad_length``, ``missing_field``, ``bad_time``, ``missing_unit`` —
   stream messages without a decodable element, a required field, a readable time or a
-  privacy-unit key (:mod:`connectors.decode`).
+  privacy-unit key (:mod:`connectors.decode`);
+* ``bad_address``, ``bad_counter``, ``counter_too_large`` — a flow-JSON record whose key field is
+  no IP address, or whose ``packets`` / ``bytes`` are not non-negative integers (or ``bytes <
+  packets``) or exceed the decoder's sanity bound (:mod:`connectors.flow_json`, which also uses
+  ``empty``, ``oversized``, ``invalid_utf8``, ``bad_json``, ``missing_field``, ``bad_time`` and,
+  excluded, ``wrong_family``).
 
 **Excluded** (:data:`EXCLUDED`): the record is a valid record — somebody's data — that is not an
 element of *this* run. Its count is as private as any other count of elements and is **never
 printed** (not in reports, snapshot output, stderr, nor exceptions):
 
 * ``not_ipv4`` — a well-formed packet of another protocol (IPv6, ARP, ...);
-* ``wrong_family`` — a valid IPv6 address in an IPv4 run, or a valid dotted quad in an IPv6 run;
+* ``wrong_family`` — a valid IPv6 address in an IPv4 run, or a valid dotted quad in an IPv6 run
+  (also a flow record of the other family, :mod:`connectors.flow_json`);
 * ``bad_path_depth`` / ``bad_path_too_deep`` — a well-formed path with another number of
   components than the hierarchy's;
 * ``out_of_domain`` — a valid value outside a public ``--domain`` (the snapshot modules clamp or
@@ -56,7 +62,7 @@ UNPARSABLE = frozenset({
     "invalid_utf8", "line_too_long", "bad_ipv4", "bad_ipv6", "bad_path_empty_component", "bad_path_too_long",
     "bad_int", "bad_csv_row", "bad_json", "missing_column", "truncated", "unsupported_linktype",
     "unknown_interface", "corrupt_file_tail", "empty", "oversized", "bad_length", "missing_field", "bad_time",
-    "missing_unit",
+    "missing_unit", "bad_address", "bad_counter", "counter_too_large",
 })
 
 #: Reasons for valid records that are not elements of this run: their counts are never shown.

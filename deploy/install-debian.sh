@@ -2,12 +2,14 @@
 # Install a Debian package the monitoring tests and tools need, if its command is missing:
 #   bash deploy/install-debian.sh prometheus   # Debian's Prometheus server (/usr/bin/prometheus)
 #   bash deploy/install-debian.sh chromium     # Debian's Chromium, driven headless by the dashboard's browser test
+#   bash deploy/install-debian.sh flow-tools   # softflowd + pmacct (nfacctd): runs deploy/install-flow-tools.sh
 # Needs root (or sudo) and Debian's package mirrors; the apt output goes to var/log/install-<package>.log.
 set -euo pipefail
 package="${1:-}"
 case "$package" in
   prometheus|chromium) ;;
-  *) echo "install-debian: usage: install-debian.sh prometheus|chromium" >&2; exit 2 ;;
+  flow-tools) exec bash "$(dirname "${BASH_SOURCE[0]}")/install-flow-tools.sh" ;;
+  *) echo "install-debian: usage: install-debian.sh prometheus|chromium|flow-tools" >&2; exit 2 ;;
 esac
 if command -v "$package" >/dev/null 2>&1; then
   echo "install-debian: $("$package" --version 2>/dev/null | head -n 1)"
