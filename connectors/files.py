@@ -29,7 +29,9 @@ from connectors.skips import SkipCounter
 __all__ = ["INPUT_FORMATS", "InputFile", "detect_format", "open_input"]
 
 #: Values accepted by ``--input-format``.
-INPUT_FORMATS = ("auto", "text", "pcap", "pcapng")
+INPUT_FORMATS = ("auto", "text", "pcap", "pcapng", "flow-json")
+#: Input formats whose records are text lines (read by :meth:`InputFile.iter_lines`).
+LINE_FORMATS = ("text", "flow-json")
 
 
 def _check_file(path: Path) -> None:
@@ -119,14 +121,17 @@ def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> Inpu
     detected = detect_format(p)
     if input_format == "auto":
         fmt = detected
-    elif input_format == "text":
-        fmt = "text"
+    elif input_format in LINE_FORMATS:
+        if detected != "text":
+            if input_format == "flow-json":
+                raise ValueError(f"input: {p} is a {detected} capture, not flow-json (JSON lines of flow records)")
+        fmt = input_format
     else:
         if detected != input_format:
             what = "a text file" if detected == "text" else f"a {detected} file"
             raise ValueError(f"input: {p} is {what}, not {input_format} (magic number mismatch)")
         fmt = input_format
-    if fmt != "text":
+    if fmt not in LINE_FORMATS:
         try:
             pcap.capture_format(p)
         except ValueError as exc:

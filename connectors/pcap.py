@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -49,6 +49,7 @@ __all__ = [
     "SUPPORTED_LINKTYPES",
     "capture_format",
     "iter_capture_sources",
+    "iter_capture_sources_with_lengths",
     "read_capture_sources",
     "read_pcap_sources",
     "read_pcapng_sources",
@@ -161,9 +162,12 @@ def capture_format(path: str | os.PathLike[str]) -> str:
 
 
 def _decode_batch(
-    buf: bytes, offs: list[int], lens: list[int], linktypes: int | list[int], skips: SkipCounter
-) -> np.ndarray:
-    """Source IPv4 of the packets ``buf[offs[i] : offs[i] + lens[i]]`` as uint32, skipping the rest."""
+    buf: bytes, offs: list[int], lens: list[int], linktypes: int | list[int], skips: SkipCounter,
+    ip_lengths: bool = False,
+) -> Any:
+    """Source IPv4 of the packets ``buf[offs[i] : offs[i] + lens[i]]`` as uint32, skipping the rest;
+    with ``ip_lengths`` also each packet's IPv4 total length (header field, bytes of the IP packet
+    as flow exporters count them) as int64: ``(sources, lengths)``."""
     data = np.frombuffer(buf, dtype=np.uint8)
     last = data.size - 1
     off = np.asarray(offs, dtype=np.int64)
@@ -246,6 +250,8 @@ def _decode_batch(
             skips.add(reason, int(counts[code]))
     s = l3[good] + 12
     src = (u8(s) << 24) | (u8(s + 1) << 16) | (u8(s + 2) << 8) | u8(s + 3)
+    if ip_lengths:
+        return src.astype(np.uint32), u16be(l3[good] + 2).astype(np.int64)
     return src.astype(np.uint32)
 
 
@@ -262,8 +268,8 @@ def _open_capture(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def _walk_pcap(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
-) -> Iterator[np.ndarray]:
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool = False
+) -> Iterator[Any]:
     with _open_capture(path) as f:
         head = f.read(24)
         endian, linktype = _pcap_header(path, head)
@@ -288,8 +294,8 @@ def _walk_pcap(
                 lens.append(incl)
                 pos = end
             if offs:
-                out = _decode_batch(buf, offs, lens, linktype, skips)
-                if out.size:
+                out = _decode_batch(buf, offs, lens, linktype, skips, ip_lengths)
+                if (out[0] if ip_lengths else out).size:
                     yield out
             if corrupt:
                 skips.add("corrupt_file_tail")
@@ -324,8 +330,8 @@ _SHB_TYPE = 0x0A0D0D0A  # the same in both byte orders
 
 
 def _walk_pcapng(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
-) -> Iterator[np.ndarray]:
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool = False
+) -> Iterator[Any]:
     with _open_capture(path) as f:
         head = f.read(28)
         _pcapng_shb(path, head)
@@ -400,8 +406,8 @@ def _walk_pcapng(
                     ifaces.append(lay.idb(buf, pos + 8))
                 pos = end
             if offs:
-                out = _decode_batch(buf, offs, lens, lts, skips)
-                if out.size:
+                out = _decode_batch(buf, offs, lens, lts, skips, ip_lengths)
+                if (out[0] if ip_lengths else out).size:
                     yield out
             if corrupt:
                 skips.add("corrupt_file_tail")
@@ -444,6 +450,17 @@ def iter_capture_sources(
     fmt = capture_format(path)
     walker = _walk_pcap if fmt == "pcap" else _walk_pcapng
     return walker(path, skips, chunk_size)
+
+
+def iter_capture_sources_with_lengths(
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int = 65536
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """As :func:`iter_capture_sources`, with each packet's IPv4 total length (int64, the IP-layer
+    bytes flow exporters count) beside its source: ``(sources, lengths)`` chunks."""
+    chunk_size = _check_chunk_size(chunk_size)
+    fmt = capture_format(path)
+    walker = _walk_pcap if fmt == "pcap" else _walk_pcapng
+    return walker(path, skips, chunk_size, True)
 
 
 def read_pcap_sources(

@@ -101,7 +101,11 @@ class PrivacyUnit:
         while eps * m > budget.epsilon:
             eps = math.nextafter(eps, 0.0)
         # δ·e^{−ε}/m rather than δ/(m·e^ε): no overflow for large ε.
-        return PrivacyBudget(eps, budget.delta * math.exp(-budget.epsilon) / m)
+        delta = budget.delta * math.exp(-budget.epsilon) / m
+        if budget.delta > 0 and delta == 0.0:
+            raise ValueError(f"PrivacyUnit: the group-privacy delta/(m*e^epsilon) underflows to 0 at epsilon = "
+                             f"{budget.epsilon:g} over m = {m} elements: use a smaller epsilon")
+        return PrivacyBudget(eps, delta)
 
     def cost(self, event_budget: PrivacyBudget, distance: int) -> PrivacyBudget:
         """Privacy cost of the mechanism calibrated at ``event_budget`` = (ε', δ') for inputs that

@@ -139,8 +139,13 @@ def release_window(
     window: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     rng: RandomSource | np.random.Generator | int | None = None,
+    unit: Any = None,
+    budget: Any = None,
 ) -> dict[str, Any]:
-    """Release every sketch of ``sketches`` and assemble the window's report."""
+    """Release every sketch of ``sketches`` and assemble the window's report.
+
+    ``unit``/``budget``: a user-level or weighted :class:`~privacy.unit.PrivacyUnit` and the budget
+    its guarantee is stated at (``params`` are then its group-privacy calibration of ``budget``)."""
     if sketches.counters != params.counters or sketches.partitions != params.partitions:
         raise ValueError(
             "release_window: sketches were built with counters/partitions "
@@ -153,5 +158,6 @@ def release_window(
         for (level, p), sk in sketches.items()
     ]
     return assemble_report(
-        releases, sketches.hierarchy, params, window=window, diagnostics=diagnostics, secure_randomness=source.secure
+        releases, sketches.hierarchy, params, window=window, diagnostics=diagnostics, secure_randomness=source.secure,
+        unit=unit, budget=budget,
     )

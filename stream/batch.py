@@ -16,27 +16,81 @@ content) and classified as in :mod:`connectors.skips`:
 The private report carries no count of records at all (spec §0.1 f): its ``diagnostics`` is
 empty. An input without a single element raises :class:`NoReadableInput`, whose message names
 no count.
+
+Weighted records (:class:`Weighting`, spec §2 "Weighted elements"): flow-JSON files
+(:mod:`connectors.flow_json`) weighted by their ``packets`` or ``bytes``, or captures weighted by
+each packet's IPv4 length (``bytes``). Each weight is clipped to the public cap W and inserted as
+that many unit elements; the report's guarantee is then per record, by group privacy over W.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
+from connectors import pcap
 from connectors.files import open_input
+from connectors.flow_json import FlowJsonDecoder, iter_flow_file
 from connectors.skips import NoReadableInput, SkipCounter, no_readable_message
 from connectors.snapshot import parse_ipv4_records, parse_ipv6_records
 from connectors.text import parse_paths
-from privacy.params import HHHParams
+from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import as_source
+from privacy.unit import PrivacyUnit
 from privacy.window import release_window
 from sketches.exact import exact_hhh
 from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.level_sketches import LevelSketches
+from sketches.misra_gries import clip_weights
 
-__all__ = ["NoReadableInput", "iter_values", "read_all_values", "batch_report", "exact_report", "no_readable_hint"]
+__all__ = ["NoReadableInput", "Weighting", "WEIGHTS", "iter_values", "iter_records", "read_all_values",
+           "batch_report", "exact_report", "no_readable_hint"]
+
+#: What one record counts: ``records`` (1 each), ``packets`` (a flow's packets; a captured packet
+#: is one), ``bytes`` (a flow's bytes; a captured packet's IPv4 length).
+WEIGHTS = ("records", "packets", "bytes")
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """How records are weighted (``--weight``, ``--weight-cap``, ``--flow-schema``, ``--flow-key``).
+
+    ``cap`` is W, the public cap on one record's weight; required whenever a record can weigh
+    more than 1. Validated against the input format by :meth:`check`."""
+
+    weight: str = "records"
+    cap: int | None = None
+    flow_schema: str = "pmacct"
+    flow_key: str = "src"
+
+    def weighted(self, input_format: str) -> bool:
+        """Whether records of ``input_format`` carry weights > 1 under this weighting."""
+        if input_format == "flow-json":
+            return self.weight in ("packets", "bytes")
+        return self.weight == "bytes"
+
+    def check(self, input_format: str, is_capture: bool) -> None:
+        """Refuse combinations that cannot be read, naming the options."""
+        if self.weight not in WEIGHTS:
+            raise ValueError(f"--weight must be one of {', '.join(WEIGHTS)}, got {self.weight!r}")
+        if input_format != "flow-json" and not is_capture and self.weight != "records":
+            raise ValueError(f"--weight {self.weight} needs flow records (--input-format flow-json) or a capture; "
+                             "a text file has one element per line (--weight records)")
+        if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
+            raise ValueError(f"--weight-cap must be an integer >= 1, got {self.cap!r}")
+        if self.weighted(input_format) and self.cap is None:
+            raise ValueError(f"--weight {self.weight} needs --weight-cap W: each record's weight is clipped to W, "
+                             "and the guarantee covers one record by group privacy over W unit elements "
+                             "(epsilon is divided by W; see dphhh plan --weight-cap)")
+
+    def unit(self, input_format: str) -> PrivacyUnit:
+        """The privacy unit of a batch run: one record (of at most W unit elements when weighted)."""
+        if not self.weighted(input_format) or self.cap == 1:
+            return PrivacyUnit()
+        return PrivacyUnit(weight_cap=int(self.cap or 1), weight=self.weight)
 
 
 def no_readable_hint(hierarchy: Hierarchy) -> str:
@@ -75,6 +129,34 @@ def iter_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips
                 yield good
 
 
+def iter_records(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter,
+                 weighting: Weighting | None = None) -> Iterator[tuple[Any, np.ndarray | None]]:
+    """Batches ``(values, weights)`` of ``path``: ``weights`` (int64, clipped to the cap) for
+    weighted records, else ``None``. Skipped records are counted into ``skips``."""
+    weighting = weighting or Weighting()
+    source = open_input(path, input_format)
+    weighting.check(source.format, source.is_capture)
+    weighted = weighting.weighted(source.format)
+    if source.format == "flow-json":
+        if hierarchy.kind not in ("ipv4", "ipv6"):
+            raise ValueError(f"--input-format flow-json needs an ipv4 or ipv6 hierarchy, got {hierarchy.spec()}")
+        decoder = FlowJsonDecoder(weighting.flow_schema, key=weighting.flow_key,
+                                  weight=weighting.weight if weighted else "records", family=hierarchy.kind)
+        for batch in iter_flow_file(source.path, decoder, skips):
+            cols = batch.ipv4 if hierarchy.kind == "ipv4" else batch.ipv6
+            if len(cols):
+                yield cols.keys, (clip_weights(cols.weights, int(weighting.cap)) if weighted else None)
+        return
+    if weighted:  # a capture weighted by each packet's IPv4 length
+        if hierarchy.kind != "ipv4":
+            raise ValueError("--weight bytes on a capture needs an ipv4 hierarchy (packets give IPv4 sources)")
+        for src, lengths in pcap.iter_capture_sources_with_lengths(source.path, skips):
+            yield src, clip_weights(np.maximum(lengths, 1), int(weighting.cap))
+        return
+    for values in iter_values(path, input_format, hierarchy, skips):
+        yield values, None
+
+
 def _concat(hierarchy: Hierarchy, batches: list[Any]) -> Any:
     if hierarchy.kind == "ipv4":
         return np.concatenate(batches) if batches else np.empty(0, dtype=np.uint32)
@@ -90,6 +172,16 @@ def read_all_values(path: str | Path, input_format: str, hierarchy: Hierarchy, s
     return _concat(hierarchy, list(iter_values(path, input_format, hierarchy, skips)))
 
 
+def read_all_records(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter,
+                     weighting: Weighting | None = None) -> tuple[Any, np.ndarray | None]:
+    """All ``(values, weights)`` of the file at once (``weights`` ``None`` when unweighted)."""
+    batches = list(iter_records(path, input_format, hierarchy, skips, weighting))
+    values = _concat(hierarchy, [b[0] for b in batches])
+    if not batches or batches[0][1] is None:
+        return values, None
+    return values, np.concatenate([b[1] for b in batches])
+
+
 def batch_report(
     path: str | Path,
     *,
@@ -98,31 +190,38 @@ def batch_report(
     params: HHHParams,
     seed: int | None = None,
     skips: SkipCounter | None = None,
+    weighting: Weighting | None = None,
+    budget: PrivacyBudget | None = None,
 ) -> dict[str, Any]:
     """Sketch the whole file and release one private report (``dphhh.report/1``).
 
     Skipped records are counted into ``skips`` when given (so that the caller can print the
     operational line of unparsable records); the report itself holds no count of records.
-    Raises :class:`NoReadableInput` when the file holds no element of ``hierarchy``.
+    Raises :class:`NoReadableInput` when the file holds no element of ``hierarchy``. With a
+    weighted ``weighting``, ``params`` must be the group-privacy calibration of ``budget`` over
+    the weight cap (:meth:`Weighting.unit`), which the report's ledger checks.
     """
     skips = SkipCounter() if skips is None else skips
     sketches = LevelSketches(hierarchy, params.counters, params.partitions)
     readable = False
-    for values in iter_values(path, input_format, hierarchy, skips):
+    for values, weights in iter_records(path, input_format, hierarchy, skips, weighting):
         readable = True
-        sketches.update(values)
+        sketches.update(values, weights)
     if not readable:
         raise NoReadableInput(no_readable_message(path, skips, no_readable_hint(hierarchy)))
+    unit = (weighting or Weighting()).unit(open_input(path, input_format).format)
     return release_window(
         sketches,
         params,
         window={"kind": "batch", "start": None, "end": None},
         rng=as_source(seed),
+        unit=unit if unit.group_size > 1 else None,
+        budget=budget if unit.group_size > 1 else None,
     )
 
 
 def exact_report(path: str | Path, *, input_format: str, hierarchy: Hierarchy, tau: float,
-                 skips: SkipCounter | None = None) -> dict[str, Any]:
+                 skips: SkipCounter | None = None, weighting: Weighting | None = None) -> dict[str, Any]:
     """The exact, NON-PRIVATE hierarchical heavy hitters of the file (for evaluation).
 
     This output is exact by design (``n`` and every count are the input's own); it is labelled
@@ -130,19 +229,21 @@ def exact_report(path: str | Path, *, input_format: str, hierarchy: Hierarchy, t
     ``diagnostics.skipped``. Raises :class:`NoReadableInput` when the file holds no element.
     """
     skips = SkipCounter() if skips is None else skips
-    values = read_all_values(path, input_format, hierarchy, skips)
-    n = hierarchy.count(values)
-    if n == 0:
+    values, weights = read_all_records(path, input_format, hierarchy, skips, weighting)
+    n = hierarchy.count(values) if weights is None else int(weights.sum())
+    if hierarchy.count(values) == 0:
         raise NoReadableInput(no_readable_message(path, skips, no_readable_hint(hierarchy)))
     return {
         "schema": "dphhh.exact/1",
         "private": False,
         "warning": "NON-PRIVATE: exact counts of the input, for evaluation on your own data only; do not publish",
-        "params": {"tau": tau, "hierarchy": hierarchy.spec(), "h": hierarchy.h},
+        "params": {"tau": tau, "hierarchy": hierarchy.spec(), "h": hierarchy.h,
+                   **({} if weights is None else {"weight": (weighting or Weighting()).weight,
+                                                  "weight_cap": (weighting or Weighting()).cap})},
         "n": n,
         "hhh": [
             {"prefix": x.prefix, "level": x.level, "residual": x.residual, "count": x.count}
-            for x in exact_hhh(hierarchy, values, tau)
+            for x in exact_hhh(hierarchy, values, tau, weights)
         ],
         "diagnostics": {"skipped": skips.as_dict()},
     }

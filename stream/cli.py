@@ -29,12 +29,15 @@ from typing import Any, Sequence
 from kafka.errors import KafkaError
 
 from connectors.files import INPUT_FORMATS
+from connectors.flow_json import KEYS as FLOW_KEYS, SCHEMAS as FLOW_SCHEMAS
 from connectors.skips import SkipCounter
 from privacy.checks import guarantee_warnings
-from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams
+from connectors.files import open_input
+from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams, PrivacyBudget
+from privacy.unit import PrivacyUnit
 from sketches.hierarchy import parse_hierarchy
 
-from .batch import NoReadableInput, batch_report, exact_report
+from .batch import WEIGHTS, NoReadableInput, Weighting, batch_report, exact_report
 from .errors import JobFailed
 from .plan_cli import add_plan_parser, run_plan
 from .snapshot_cli import add_snapshot_parser, run_snapshot
@@ -51,13 +54,29 @@ def shared_dir() -> Path:
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="input file: text (one record per line), pcap or pcapng")
-    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS, help="default: detect from magic bytes")
+    p.add_argument("--input", required=True,
+                   help="input file: text (one record per line), pcap, pcapng, or JSON lines of flow records")
+    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS,
+                   help="default: detect from magic bytes (flow-json must be given)")
     p.add_argument(
         "--hierarchy",
         default="ipv4:8,16,24,32",
         help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)",
     )
+    p.add_argument("--weight", default="records", choices=WEIGHTS,
+                   help="what a record counts: records (1 each, default), packets (a flow's packets), bytes (a "
+                        "flow's bytes, or a captured packet's IPv4 length)")
+    p.add_argument("--weight-cap", type=int, default=None, metavar="W",
+                   help="public cap on one record's weight (required with --weight packets/bytes on flows, bytes "
+                        "on captures); the guarantee is per record, by group privacy over W")
+    p.add_argument("--flow-schema", default="pmacct", choices=FLOW_SCHEMAS,
+                   help="flow-json: the collector's JSON (pmacct nfacctd/sfacctd, or goflow2)")
+    p.add_argument("--flow-key", default="src", choices=FLOW_KEYS,
+                   help="flow-json: the address the hierarchy is over (default src)")
+
+
+def _weighting(args: argparse.Namespace) -> Weighting:
+    return Weighting(weight=args.weight, cap=args.weight_cap, flow_schema=args.flow_schema, flow_key=args.flow_key)
 
 
 #: Defaults of the privacy options (the demo only passes on what the user gave explicitly).
@@ -201,10 +220,17 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _params(args: argparse.Namespace) -> HHHParams:
+def _params(args: argparse.Namespace, unit: PrivacyUnit | None = None) -> HHHParams:
+    """The event-level parameters; with a weighted ``unit``, its group-privacy calibration of
+    (--epsilon, --delta)."""
+    budget = PrivacyBudget(args.epsilon, args.delta) if 0 < args.delta < 1 else None
+    eps, delta = args.epsilon, args.delta
+    if unit is not None and budget is not None:
+        event = unit.event_budget(budget)
+        eps, delta = event.epsilon, event.delta
     return HHHParams(
-        epsilon=args.epsilon,
-        delta=args.delta,
+        epsilon=eps,
+        delta=delta,
         tau=args.tau,
         beta=args.beta,
         counters=args.counters,
@@ -229,12 +255,17 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
     stderr line; valid records of another kind (IPv6 in an IPv4 run, paths of another depth) are
     left out without a count. A file without a single element exits 1 (``NoReadableInput``)."""
     hierarchy = parse_hierarchy(args.hierarchy)
-    params = _params(args)
+    weighting = _weighting(args) if hasattr(args, "weight") else Weighting()
+    source = open_input(input_path, args.input_format)
+    weighting.check(source.format, source.is_capture)
+    unit = weighting.unit(source.format)
+    params = _params(args, unit)
     started = time.monotonic()
     skips = SkipCounter()
     try:
         report = batch_report(input_path, input_format=args.input_format, hierarchy=hierarchy, params=params,
-                              seed=args.seed, skips=skips)
+                              seed=args.seed, skips=skips, weighting=weighting,
+                              budget=PrivacyBudget(args.epsilon, args.delta))
     finally:  # also before a "no readable record" error, which points at this line
         _print_operational(args.command, skips)
     n_noisy = report["window"]["n_noisy"]  # noisy: using it for the warning is post-processing
@@ -442,7 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             skips = SkipCounter()
             try:
                 report = exact_report(args.input, input_format=args.input_format,
-                                      hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau, skips=skips)
+                                      hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau, skips=skips,
+                                      weighting=_weighting(args))
             finally:
                 _print_operational(args.command, skips)
             print(json.dumps(report, indent=2))

@@ -538,7 +538,11 @@ def test_open_input_errors(tmp_path: Path) -> None:
         open_input(cap, "pcapng")
     with pytest.raises(ValueError, match=r"^input: .*bad\.pcap: truncated pcap file header"):
         open_input(bad_cap)
-    assert set(INPUT_FORMATS) == {"auto", "text", "pcap", "pcapng"}
+    assert set(INPUT_FORMATS) == {"auto", "text", "pcap", "pcapng", "flow-json"}
+    pcap_file = next(tmp_path.glob("a.pcap"), None)
+    if pcap_file is not None:  # a capture is not flow-json
+        with pytest.raises(ValueError, match=r"^input: .*a\.pcap is a pcap capture, not flow-json"):
+            open_input(pcap_file, "flow-json")
 
 
 def test_open_input_capture(tmp_path: Path) -> None:
@@ -647,3 +651,27 @@ def test_module_exports() -> None:
     """The reader module exposes the documented public names."""
     names = ("iter_capture_sources", "read_pcap_sources", "read_pcapng_sources", "read_capture_sources")
     assert set(names) <= set(pcap.__all__)
+
+
+def test_ip_lengths_beside_sources(tmp_path) -> None:
+    """``iter_capture_sources_with_lengths`` gives the same sources and each packet's IPv4 total length."""
+    import struct
+
+    import numpy as np
+
+    from connectors.pcap import iter_capture_sources, iter_capture_sources_with_lengths
+    from connectors.skips import SkipCounter
+
+    def ipv4(src: bytes, total: int) -> bytes:  # an IPv4 header (20 bytes) + payload up to `total`
+        head = bytes([0x45, 0]) + struct.pack(">H", total) + bytes(8) + src + bytes([192, 0, 2, 1])
+        return head + bytes(total - 20)
+
+    packets = [ipv4(bytes([10, 0, 0, 1]), 60), ipv4(bytes([10, 0, 0, 2]), 1500), ipv4(bytes([10, 0, 0, 3]), 20)]
+    body = b"".join(struct.pack("<IIII", 0, 0, len(p), len(p)) + p for p in packets)
+    f = tmp_path / "raw.pcap"
+    f.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101) + body)  # LINKTYPE_RAW
+    chunks = list(iter_capture_sources_with_lengths(f, SkipCounter()))
+    src = np.concatenate([c[0] for c in chunks])
+    lengths = np.concatenate([c[1] for c in chunks])
+    assert src.tolist() == np.concatenate(list(iter_capture_sources(f, SkipCounter()))).tolist()
+    assert lengths.tolist() == [60, 1500, 20] and lengths.dtype == np.int64

@@ -97,9 +97,12 @@ def test_cost_refuses_bad_distance_and_vacuous_delta() -> None:
 
 
 def test_event_budget_survives_large_epsilon() -> None:
-    """A huge ε does not overflow e^ε: δ' simply underflows towards 0."""
-    got = PrivacyUnit("user", "k", 2).event_budget(PrivacyBudget(1000.0, 1e-6))
-    assert got.epsilon == 500.0 and 0.0 <= got.delta < 1e-300
+    """A huge ε does not overflow e^ε: δ' underflows towards 0, and where it reaches 0 (no
+    meaningful δ is left: every release would be refused) the error says so."""
+    got = PrivacyUnit("user", "k", 2).event_budget(PrivacyBudget(600.0, 1e-6))
+    assert got.epsilon == 300.0 and 0.0 < got.delta < 1e-260
+    with pytest.raises(ValueError, match="PrivacyUnit: the group-privacy delta/.* underflows to 0"):
+        PrivacyUnit("user", "k", 2).event_budget(PrivacyBudget(1000.0, 1e-6))
 
 
 def test_guarantee_sentences() -> None:

@@ -165,3 +165,20 @@ def test_exact_hhh_matches_brute_force_on_random_inputs(lengths):
         # Residuals of the result partition the selected mass: never more than n in total.
         assert sum(r[2] for r in got) <= n
     assert nonempty_results >= 30
+
+
+def test_weighted_exact_hhh_equals_the_expanded_stream() -> None:
+    """A record of weight v counts as v elements: weighted exact HHH == exact HHH of np.repeat."""
+    import numpy as np
+
+    from sketches.exact import exact_counts, exact_hhh
+    from sketches.hierarchy import IPv4Hierarchy
+
+    h = IPv4Hierarchy([8, 16, 24, 32])
+    rng = np.random.default_rng(5)
+    values = ((10 << 24) + rng.integers(0, 1 << 12, 3000) * 97).astype(np.uint32)
+    weights = np.minimum(rng.zipf(1.5, values.size), 500).astype(np.int64)
+    expanded = np.repeat(values, weights)
+    for tau in (200.0, 1000.0, 5000.0):
+        assert exact_hhh(h, values, tau, weights) == exact_hhh(h, expanded, tau)
+    assert exact_counts(h, values, 2, weights) == exact_counts(h, expanded, 2)
