@@ -11,7 +11,12 @@ content into the reason. Formats:
 * ``text-ipv4``: one dotted-quad address per message (UTF-8);
 * ``json``: a JSON object with the address (dotted quad) in a configurable field; optionally an
   event-time field (epoch milliseconds) and a privacy-unit field (any string or integer);
-* ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``.
+* ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``;
+* ``flow-json``: one flow record per message as a collector publishes it (pmacct's
+  nfacctd/sfacctd kafka plugin or goflow2, :mod:`connectors.flow_json`): the IPv4 source or
+  destination address, the record's own time, and — weighted by ``packets`` or ``bytes`` — its
+  weight (``DecodedBatch.weights``; the caller clips it to the public cap). A record of the other
+  family is ``wrong_family``; bad counters ``bad_counter`` / ``counter_too_large``.
 
 Reasons (every one a property of the message alone): ``empty``, ``oversized`` (one-element formats
 only: a packed message is decoded whatever its size), ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
@@ -30,12 +35,13 @@ import numpy as np
 
 from privacy.unit_cap import unit_keys_of
 
+from .flow_json import REASONS as FLOW_REASONS, FlowJsonDecoder
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
 __all__ = ["FORMATS", "PACKED_FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
 
-FORMATS = ("packed-ipv4", "packed-ipv4-pairs", "text-ipv4", "json", "path")
+FORMATS = ("packed-ipv4", "packed-ipv4-pairs", "text-ipv4", "json", "path", "flow-json")
 #: Formats with many elements per message (decoded element by element, whatever the size).
 PACKED_FORMATS = ("packed-ipv4", "packed-ipv4-pairs")
 #: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON).
@@ -43,7 +49,8 @@ UNIT_FORMATS = ("packed-ipv4-pairs", "json")
 #: Every reason a decoder gives for a bad message.
 REASONS = ("empty", "oversized", "bad_length", "invalid_utf8", "bad_ipv4", "wrong_family", "bad_json",
            "missing_field", "bad_time", "missing_unit", "bad_path_empty_component", "bad_path_too_long", "bad_path_too_deep",
-           "bad_path_depth")
+           "bad_path_depth") + tuple(r for r in FLOW_REASONS if r not in (
+               "empty", "oversized", "invalid_utf8", "bad_json", "missing_field", "wrong_family", "bad_time"))
 _BE_U32 = np.dtype(">u4")
 
 
@@ -68,13 +75,15 @@ class DecodedBatch:
     """Many decoded messages: ``reasons[i]`` is ``None`` for a good message; ``counts[i]`` values
     of message ``i`` (0 when bad) follow each other in ``values`` (uint32 array or list of paths),
     in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field);
-    ``units`` (uint64, aligned with ``values``) when the decoder reads privacy-unit keys."""
+    ``units`` (uint64, aligned with ``values``) when the decoder reads privacy-unit keys;
+    ``weights`` (int64, aligned with ``values``, not yet clipped) for weighted flow records."""
 
     reasons: list[str | None]
     counts: np.ndarray
     values: Any
     event_times: np.ndarray | None = None
     units: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
 
 class MessageDecoder:
@@ -89,6 +98,9 @@ class MessageDecoder:
         json_time_field: str | None = None,
         unit_field: str | None = None,
         path_depth: int = 4,
+        flow_schema: str = "pmacct",
+        flow_key: str = "src",
+        flow_weight: str = "records",
     ) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"MessageDecoder: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -106,9 +118,21 @@ class MessageDecoder:
         self.json_field = json_field
         self.json_time_field = json_time_field
         self.path_depth = path_depth
+        self.flow = None
+        if fmt == "flow-json":
+            self.flow = FlowJsonDecoder(flow_schema, key=flow_key, weight=flow_weight, family="ipv4",
+                                        max_record_bytes=max(16, max_message_bytes))
+        #: whether decoded values come with weights (flow records weighted by packets or bytes)
+        self.weighted = self.flow is not None and flow_weight != "records"
 
     def decode(self, value: bytes | None) -> Decoded:
         """Decode one message value; never raises for bad content."""
+        if self.flow is not None:
+            one = self.decode_many([value])
+            if one.reasons[0] is not None:
+                return Decoded(reason=one.reasons[0])
+            t = int(one.event_times[0]) if one.event_times is not None else -1
+            return Decoded(values=one.values, event_time=None if t < 0 else t)
         reason = self._size_reason(value)
         if reason is not None:
             return Decoded(reason=reason)
@@ -160,6 +184,8 @@ class MessageDecoder:
             return self._pairs_many(values)
         if self.format == "text-ipv4":
             return self._text_many(values)
+        if self.flow is not None:
+            return self._flow_many(values)
         decoded = [self.decode(v) for v in values]
         counts = np.array([len(d.values) if d.ok else 0 for d in decoded], dtype=np.int64)
         times = None
@@ -171,6 +197,16 @@ class MessageDecoder:
         if self.has_units:
             units = np.concatenate([np.empty(0, np.uint64)] + [d.units for d in decoded if d.ok])
         return DecodedBatch([d.reason for d in decoded], counts, out_values, times, units)
+
+    def _flow_many(self, values: list[bytes | None]) -> DecodedBatch:
+        assert self.flow is not None
+        batch = self.flow.decode_many(values)
+        cols = batch.ipv4
+        counts = batch.counts
+        times = np.full(len(values), -1, dtype=np.int64)
+        times[cols.index] = cols.event_ms
+        weights = cols.weights if self.weighted else None
+        return DecodedBatch(list(batch.reasons), counts, np.asarray(cols.keys, dtype=np.uint32), times, None, weights)
 
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.

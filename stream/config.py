@@ -55,6 +55,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # one-element formats (text-ipv4, json, path): a longer message is dead-lettered as "oversized";
         # packed formats are decoded element by element whatever their size (spec §0.1 e)
         "max_message_bytes": 1 << 20,
+        # format flow-json (a collector's JSON flow records, connectors/flow_json.py):
+        "flow_schema": "pmacct",  # pmacct (nfacctd/sfacctd kafka plugin) | goflow2
+        "flow_key": "src",  # the address the hierarchy is over: src | dst
+        "flow_weight": "records",  # what a record counts: records (1) | packets | bytes
+        # W: public cap on one record's weight (packets/bytes: required); the guarantee is then per
+        # record, by group privacy over W unit elements (epsilon is divided by W)
+        "weight_cap": 0,
     },
     "hierarchy": {"spec": "ipv4:8,16,24,32"},
     "window": {
@@ -380,8 +387,11 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         raise ConfigError(f"config: input.format {i['format']!r} needs an ipv4 hierarchy")
     if i["format"] == "path" and hierarchy.kind != "path":
         raise ConfigError("config: input.format 'path' needs a path hierarchy (hierarchy.spec = 'path:DEPTH')")
+    weight_cap = _check_flow_input(i)
     p = values["privacy"]
     unit = _privacy_unit(p, i["format"])
+    if weight_cap > 1:
+        unit = PrivacyUnit(unit.kind, unit.key, unit.cap, weight_cap=weight_cap, weight=i["flow_weight"])
     try:
         budget = PrivacyBudget(p["epsilon"], p["delta"])
         if not 0 < p["delta"] < 1:
@@ -427,6 +437,30 @@ def _check_window(w: Mapping[str, Any]) -> None:
                               f"at most {MAX_SCHEDULE_WINDOWS} (each gets a report): use larger windows or a shorter range")
 
 
+def _check_flow_input(i: Mapping[str, Any]) -> int:
+    """The flow-json keys (``input.flow_*``, ``input.weight_cap``); returns the weight cap W (1 when
+    records are unweighted)."""
+    from connectors.flow_json import KEYS, SCHEMAS, WEIGHTS
+
+    for key, allowed in (("flow_schema", SCHEMAS), ("flow_key", KEYS), ("flow_weight", WEIGHTS)):
+        if i[key] not in allowed:
+            raise ConfigError(f"config: input.{key} must be one of {', '.join(allowed)}, got {i[key]!r}")
+    cap = i["weight_cap"]
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ConfigError(f"config: input.weight_cap must be an integer >= 1 (0 = unset), got {cap!r}")
+    weighted = i["format"] == "flow-json" and i["flow_weight"] != "records"
+    if not weighted:
+        if cap > 1:
+            raise ConfigError("config: input.weight_cap applies to input.format 'flow-json' with input.flow_weight "
+                              f"'packets' or 'bytes' (got format {i['format']!r}, weight {i['flow_weight']!r})")
+        return 1
+    if cap < 1:
+        raise ConfigError(f"config: input.flow_weight = {i['flow_weight']!r} needs input.weight_cap = W: each record's "
+                          "weight is clipped to W and the guarantee covers one record by group privacy over W unit "
+                          "elements (epsilon is divided by W; see dphhh plan --weight-cap)")
+    return cap
+
+
 def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
     """The privacy unit of ``privacy.unit_key`` / ``privacy.unit_cap`` (checked against the input format)."""
     key, cap = p["unit_key"].strip(), p["unit_cap"]
@@ -441,6 +475,9 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
             raise ConfigError("config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
                               f"(unit address, address), got {fmt!r}")
         return PrivacyUnit("user", "source address", cap)
+    if fmt == "flow-json":
+        raise ConfigError("config: privacy.unit_key is not supported with input.format 'flow-json' yet "
+                          "(user-level privacy per source host of flow records): use event level (one record)")
     if key.startswith("json:") and key[5:].strip():
         if fmt != "json":
             raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format 'json', got {fmt!r}")

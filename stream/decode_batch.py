@@ -34,9 +34,10 @@ __all__ = ["BatchOutcome", "decode_batch"]
 @dataclass
 class BatchOutcome:
     """``dead``: (reason, message, record timestamp or None) per rejected message, in order;
-    ``windows``: (window start, values, units) per window touched, values in input order, ``units``
-    the privacy-unit keys aligned with them (``None`` when the decoder reads none); ``ticks``: the
-    clock records seen (skipped)."""
+    ``windows``: (window start, values, units, weights) per window touched, values in input order,
+    ``units`` the privacy-unit keys and ``weights`` the record weights (int64, unclipped) aligned
+    with them (each ``None`` when the decoder reads none); ``ticks``: the clock records seen
+    (skipped)."""
 
     dead: list[tuple[str, bytes | None, int | None]] = field(default_factory=list)
     windows: list[tuple[int, Any, Any]] = field(default_factory=list)
@@ -84,5 +85,6 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
         mask = element_keep & (element_start == start)
         chosen = values[mask]
         units = None if decoded.units is None else decoded.units[mask]
-        out.windows.append((start, chosen.tolist() if as_list else chosen, units))
+        weights = None if decoded.weights is None else decoded.weights[mask]
+        out.windows.append((start, chosen.tolist() if as_list else chosen, units, weights))
     return out

@@ -36,7 +36,7 @@ from connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
 from sketches.hierarchy import Hierarchy
-from sketches.misra_gries import MisraGries
+from sketches.misra_gries import MisraGries, clip_weights
 from sketches.partition import partition_of
 
 from .assembler import WindowAssembler, noise_source_factory, sketch_id, sketch_of_id
@@ -111,7 +111,9 @@ def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np
 #   _IPV4_MASKED: the addresses (uint32) and a uint32 level mask each (bit l-1: level l's key is in
 #                 this partition) — IPv4, P > 1. IPv4 keys are masked addresses, so shipping the
 #                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
-_KEYS, _IPV4, _IPV4_MASKED = 0, 1, 2
+#   _IPV4_W, _IPV4_MASKED_W: the same followed by each address's record weight (int64, already
+#                 clipped to the public cap) — weighted flow records (spec §2 "Weighted elements").
+_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W = 0, 1, 2, 3, 4
 
 
 def _header(kind: int, n: int) -> bytes:
@@ -125,12 +127,18 @@ def pack_levels(arrays: list[np.ndarray]) -> bytes:
     return _header(_KEYS, int(sizes.sum())) + body
 
 
-def ipv4_payloads(values: np.ndarray, cfg: JobConfig) -> dict[int, bytes]:
-    """partition → payload of IPv4 ``values`` (the compact ``_IPV4`` / ``_IPV4_MASKED`` kinds)."""
+def ipv4_payloads(values: np.ndarray, cfg: JobConfig, weights: np.ndarray | None = None) -> dict[int, bytes]:
+    """partition → payload of IPv4 ``values`` (the compact ``_IPV4`` / ``_IPV4_MASKED`` kinds, or
+    their weighted ``_W`` forms when ``weights`` — int64, one per value, clipped — are given)."""
     hierarchy, parts = cfg.hierarchy, cfg.params.partitions
     addrs = np.ascontiguousarray(values, dtype=np.uint32)
+    w = None if weights is None else np.ascontiguousarray(weights, dtype=np.int64)
     if parts == 1:
-        return {0: _header(_IPV4, addrs.size) + addrs.tobytes()} if addrs.size else {}
+        if not addrs.size:
+            return {}
+        if w is None:
+            return {0: _header(_IPV4, addrs.size) + addrs.tobytes()}
+        return {0: _header(_IPV4_W, addrs.size) + addrs.tobytes() + w.tobytes()}
     masks = np.zeros((parts, addrs.size), dtype=np.uint32)
     for level in range(1, hierarchy.h + 1):
         owner = partition_of(hierarchy, hierarchy.keys(addrs, level), level, parts)
@@ -140,17 +148,22 @@ def ipv4_payloads(values: np.ndarray, cfg: JobConfig) -> dict[int, bytes]:
         chosen = masks[p] != 0
         n = int(np.count_nonzero(chosen))
         if n:
-            out[p] = _header(_IPV4_MASKED, n) + addrs[chosen].tobytes() + masks[p][chosen].tobytes()
+            body = addrs[chosen].tobytes() + masks[p][chosen].tobytes()
+            out[p] = (_header(_IPV4_MASKED, n) + body if w is None
+                      else _header(_IPV4_MASKED_W, n) + body + w[chosen].tobytes())
     return out
 
 
-def sketch_payloads(values: Any, cfg: JobConfig) -> Iterator[tuple[int, bytes, bytes]]:
+def sketch_payloads(values: Any, cfg: JobConfig, weights: np.ndarray | None = None) -> Iterator[tuple[int, bytes, bytes]]:
     """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
-    (hashed-key hierarchies only) name the keys so that reports can show their prefixes."""
+    (hashed-key hierarchies only) name the keys so that reports can show their prefixes.
+    ``weights`` (clipped record weights, IPv4 only) travel with their addresses."""
     if cfg.hierarchy.kind == "ipv4":
-        for p, payload in ipv4_payloads(values, cfg).items():
+        for p, payload in ipv4_payloads(values, cfg, weights).items():
             yield p, payload, b""
         return
+    if weights is not None:
+        raise ValueError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
     labelled = cfg.hierarchy.kind == "path"
     for p, levels in expand_by_partition(values, cfg).items():
         labels = b""
@@ -184,16 +197,30 @@ def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:
 
 def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
     """The h per-level key arrays (int64, input order) of any payload kind."""
+    return unpack_weighted_levels(payload, hierarchy)[0]
+
+
+def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """The h per-level key arrays of any payload kind, and the per-level weight arrays aligned
+    with them (``None`` for unweighted payloads)."""
     h = hierarchy.h
     kind, n = np.frombuffer(payload, dtype=np.int64, count=2).tolist()
-    if kind == _IPV4:
+    if kind in (_IPV4, _IPV4_W):
         addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
-        return [hierarchy.keys(addrs, level) for level in range(1, h + 1)]
-    if kind == _IPV4_MASKED:
+        keys = [hierarchy.keys(addrs, level) for level in range(1, h + 1)]
+        if kind == _IPV4:
+            return keys, None
+        w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 4 * n)
+        return keys, [w] * h
+    if kind in (_IPV4_MASKED, _IPV4_MASKED_W):
         addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
         masks = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16 + 4 * n)
-        return [hierarchy.keys(addrs[(masks >> np.uint32(level - 1)) & np.uint32(1) == 1], level)
-                for level in range(1, h + 1)]
+        mine = [(masks >> np.uint32(level - 1)) & np.uint32(1) == 1 for level in range(1, h + 1)]
+        keys = [hierarchy.keys(addrs[m], level) for level, m in zip(range(1, h + 1), mine)]
+        if kind == _IPV4_MASKED:
+            return keys, None
+        w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 8 * n)
+        return keys, [w[m] for m in mine]
     if kind != _KEYS:
         raise ValueError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
     flat = np.frombuffer(payload, dtype=np.int64, offset=16)
@@ -201,7 +228,7 @@ def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
     for size in flat[:h].tolist():
         out.append(flat[start : start + size])
         start += size
-    return out
+    return out, None
 
 
 def pack_sketches(sketches: list[MisraGries]) -> bytes:
@@ -295,6 +322,9 @@ class DecodeOperator(ProcessFunction):
             json_time_field=i["json_time_field"] or None,
             unit_field=unit_field_of(self.cfg),
             path_depth=self.cfg.hierarchy.h,
+            flow_schema=i["flow_schema"],
+            flow_key=i["flow_key"],
+            flow_weight=i["flow_weight"],
         )
         self.tag = dead_letter_tag()
         self.ticked = None  # the next operators are ticked once after open and at each new clock window
@@ -331,12 +361,14 @@ class DecodeOperator(ProcessFunction):
                 self.metrics.inc(f"dead_letters_{reason}")
             own = timestamp if timestamp is not None and timestamp >= 0 else None
             yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
-        for start, values, units in outcome.windows:
+        for start, values, units, weights in outcome.windows:
             if self.user_level:
                 for shard, payload in unit_payloads(values, units, self.shards):
                     yield shard, start, payload, b""
                 continue
-            for p, payload, labels in sketch_payloads(values, self.cfg):
+            if weights is not None:  # weighted records: clipped to the public cap W here
+                weights = clip_weights(weights, self.cfg.unit.weight_cap, "decode")
+            for p, payload, labels in sketch_payloads(values, self.cfg, weights):
                 yield p, start, payload, labels
 
 
@@ -485,8 +517,9 @@ class SketchOperator(KeyedProcessFunction):
             sketches = [MisraGries(self.cfg.params.counters) for _ in range(self.cfg.hierarchy.h)]
             self.cache[(partition, window)] = sketches
             ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
-        for sketch, keys in zip(sketches, unpack_levels(payload, self.cfg.hierarchy)):
-            sketch.update(keys)
+        keys_by_level, weights_by_level = unpack_weighted_levels(payload, self.cfg.hierarchy)
+        for i, (sketch, keys) in enumerate(zip(sketches, keys_by_level)):
+            sketch.update(keys, None if weights_by_level is None else weights_by_level[i])
         self.state.put(window, pack_sketches(sketches))
         if labels:
             self._merge_labels(window, sketches, labels)

@@ -97,7 +97,7 @@ def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None,
         stamps = [t for t, tick in zip(timestamps, ticks) if not tick]
         timed = [(d, t) for d, t in zip(decoded, stamps) if d.ok and t is not None and t >= 0]
         verdicts = [schedule.accept(np.array([_time(d, t)]), np.array([t]))[1][0] for d, t in timed]
-        kept = sum(len(v) for _, v, _ in out.windows)
+        kept = sum(len(v) for _, v, _, _ in out.windows)
         assert out.ticks == sum(ticks)
         assert kept == sum(len(d.values) for (d, _), v in zip(timed, verdicts) if v < 0)
         assert len(out.dead) == len(decoded) - sum(1 for v in verdicts if v < 0)

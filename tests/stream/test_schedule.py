@@ -178,8 +178,8 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
     more = decode_batch(pack_batch(stamps[:at] + [extra[1]] + stamps[at:], messages[:at] + [e] + messages[at:]),
                         decoder, schedule)
     assert [d for d in more.dead if d[1] != e] == base.dead  # the others' dead letters, unchanged
-    base_windows = {start: values.tolist() for start, values, _ in base.windows}
-    more_windows = {start: values.tolist() for start, values, _ in more.windows}
+    base_windows = {start: values.tolist() for start, values, _, _ in base.windows}
+    more_windows = {start: values.tolist() for start, values, _, _ in more.windows}
     e_value = 0xC0000201
     own = [start for start, values in more_windows.items() if e_value in values]
     assert len(own) + sum(1 for d in more.dead if d[1] == e) == 1  # e counted once or dead-lettered
