@@ -16,8 +16,13 @@ Datasets
     * ``geoip-zipf``: a synthetic stream (default 10^6 addresses) over the real allocated IPv4
       ranges of Debian's ``tor-geoipdb`` (``/usr/share/tor/geoip``); see :func:`geoip_zipf_stream`.
 
-τ per dataset is a fraction of the stream length n (``--tau-fractions``, default 5 % and 1 %);
-the absolute τ is printed.
+    * ``geoip-zipf flows, bytes``: the same addresses as flow records weighted by bytes — heavy-tailed
+      (Zipf packets × 40..1500 bytes per packet) and clipped at ``--weight-cap`` (default 15,000) —
+      released at the group-privacy calibration over W (spec §2 "Weighted elements"); the exact
+      reference is the byte-weighted HHH (``--no-flows`` leaves it out).
+
+τ per dataset is a fraction of the stream length n (``--tau-fractions``, default 5 % and 1 %; for
+the weighted scenario n is the total of the clipped bytes); the absolute τ is printed.
 
 Metrics per setting (averages are means over runs)
     * precision, recall, F1 of the reported set S against the exact HHH set E, both as sets of
@@ -68,7 +73,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from privacy.params import HHHParams  # noqa: E402
+from privacy.params import HHHParams, PrivacyBudget  # noqa: E402
+from privacy.unit import PrivacyUnit  # noqa: E402
 from privacy.window import release_window  # noqa: E402
 from sketches.exact import exact_hhh  # noqa: E402
 from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
@@ -169,6 +175,13 @@ def geoip_zipf_stream(path: Path, n: int, *, seed: int, range_s: float, host_s: 
 # Exact residuals given a reported set
 
 
+def flow_bytes(n: int, cap: int, seed: int) -> np.ndarray:
+    """Bytes of ``n`` flow records, heavy-tailed (Zipf packets x 40..1500 bytes each), clipped at ``cap``."""
+    rng = np.random.default_rng(seed)
+    packets = np.minimum(rng.zipf(1.5, n), 100_000)
+    return np.minimum(packets * rng.integers(40, 1501, n), cap).astype(np.int64)
+
+
 class ResidualOracle:
     """Exact counts and residuals of prefixes of one dataset, on its unique values with counts.
 
@@ -178,11 +191,12 @@ class ResidualOracle:
     p ∉ S, and with D(x) = ℓ when p ∈ S (x's reported ancestors form a chain).
     """
 
-    def __init__(self, hierarchy: IPv4Hierarchy, values: np.ndarray) -> None:
+    def __init__(self, hierarchy: IPv4Hierarchy, values: np.ndarray, weights: np.ndarray | None = None) -> None:
         self.h = hierarchy.h
-        uniq, counts = np.unique(values, return_counts=True)
-        self.n = int(values.shape[0])
-        self.weights = counts.astype(np.float64)
+        uniq, inverse = np.unique(values, return_inverse=True)
+        w = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.weights = np.bincount(inverse.reshape(-1), weights=w, minlength=uniq.size).astype(np.float64)
+        self.n = int(values.shape[0]) if weights is None else int(np.asarray(weights).sum())
         self.level_keys: dict[int, np.ndarray] = {}
         self.inverse: dict[int, np.ndarray] = {}
         self.full: dict[int, np.ndarray] = {}
@@ -266,6 +280,8 @@ def run_setting(
     exact: set[tuple[int, int]],
     params: HHHParams,
     runs: int,
+    unit: PrivacyUnit | None = None,
+    budget: PrivacyBudget | None = None,
 ) -> SettingResult:
     h = oracle.h
     precisions, recalls, f1s, sizes, roots = [], [], [], [], []
@@ -275,7 +291,7 @@ def run_setting(
     over = items_total = 0
     alpha1s = []
     for seed in range(runs):
-        report = release_window(sketches, params, rng=seed)
+        report = release_window(sketches, params, rng=seed, unit=unit, budget=budget)
         alpha1 = float(report["guarantees"]["alpha1"])
         alpha1s.append(alpha1)
         items = report["hhh"]
@@ -368,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                     metavar="C1,C2", help="calibrations to compare (default tight,paper)")
     ap.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=list(VARIANTS),
                     metavar="V1,V2", help="release variants (default fresh,reuse)")
+    ap.add_argument("--flows", action=argparse.BooleanOptionalAction, default=True,
+                    help="the weighted scenario: the geoip-zipf stream as flow records weighted by bytes (default on)")
+    ap.add_argument("--weight-cap", type=int, default=15_000, help="W of the weighted scenario (default 15000 bytes)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 5 runs, first capture, 10^5-element stream")
     args = ap.parse_args(argv)
     if args.quick:
@@ -382,29 +401,33 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     hierarchy = IPv4Hierarchy()
-    datasets: list[tuple[str, np.ndarray]] = []
+    datasets: list[tuple[str, np.ndarray, np.ndarray | None]] = []
     for name in [c for c in args.captures.split(",") if c]:
         path = args.pcap_dir / name
         log(f"loading {path} ...")
-        datasets.append((name, load_capture(path)))
+        datasets.append((name, load_capture(path), None))
     log(f"generating geoip-zipf stream of {args.zipf_elements:,} addresses from {args.geoip} ...")
-    datasets.append(("geoip-zipf", geoip_zipf_stream(
-        args.geoip, args.zipf_elements, seed=args.seed, range_s=args.range_s,
-        host_s=args.host_s, host_zipf_share=args.host_zipf_share)))
+    zipf = geoip_zipf_stream(args.geoip, args.zipf_elements, seed=args.seed, range_s=args.range_s,
+                             host_s=args.host_s, host_zipf_share=args.host_zipf_share)
+    datasets.append(("geoip-zipf", zipf, None))
+    if args.flows:
+        datasets.append((f"geoip-zipf flows, bytes (W={args.weight_cap})", zipf,
+                         flow_bytes(zipf.shape[0], args.weight_cap, seed=args.seed + 1)))
 
     header = (f"{'dataset':<32} {'n':>9} {'tau':>7} {'eps':>4} {'calib':<5} {'variant':<7} {'mode':<12} {'|E|':>4} {'|S|':>7} "
               f"{'root':>5} {'prec':>6} {'recall':>6} {'F1':>6} {'cov-viol':>8} {'<=beta':>6} {'err/a1':>7} "
               f"{'err/a1(L)':>9} {'>a1':>6} {'cnt/a1':>6} {'int-miss':>8} {'alpha1':>8} {'tau/a1':>6}")
     lines = []
-    for name, values in datasets:
-        n = int(values.shape[0])
+    for name, values, weights in datasets:
+        n = int(values.shape[0]) if weights is None else int(weights.sum())
         log(f"{name}: n={n:,}, distinct={np.unique(values).size:,}; building sketches (κ={args.counters}) ...")
         sketches = LevelSketches(hierarchy, args.counters, 1)
-        sketches.update(values)
-        oracle = ResidualOracle(hierarchy, values)
+        sketches.update(values, weights)
+        oracle = ResidualOracle(hierarchy, values, weights)
+        unit = None if weights is None else PrivacyUnit(weight_cap=args.weight_cap, weight="bytes")
         for frac in args.tau_fractions:
             tau = max(1.0, round(frac * n))
-            exact_all = exact_hhh(hierarchy, values, tau)
+            exact_all = exact_hhh(hierarchy, values, tau, weights)
             exact = {(e.level, e.key) for e in exact_all if e.level > 0}
             exact_root = any(e.level == 0 for e in exact_all)
             log(f"  τ={tau:g} ({frac:.0%} of n): exact HHH {len(exact)} non-root"
@@ -413,10 +436,13 @@ def main(argv: list[str] | None = None) -> int:
             for eps in args.epsilons:
                 for variant, calibration, mode in ((v, c, m) for v in args.variants for c in args.calibrations
                                                    for m in MODES):
-                    params = HHHParams(epsilon=eps, delta=args.delta, tau=tau, beta=args.beta,
+                    budget = PrivacyBudget(eps, args.delta)
+                    event = budget if unit is None else unit.event_budget(budget)
+                    params = HHHParams(epsilon=event.epsilon, delta=event.delta, tau=tau, beta=args.beta,
                                        counters=args.counters, partitions=1, variant=variant, mode=mode,
                                        calibration=calibration)
-                    res = run_setting(sketches, oracle, exact, params, args.runs)
+                    res = run_setting(sketches, oracle, exact, params, args.runs, unit=unit,
+                                      budget=None if unit is None else budget)
                     if mode != "conservative":
                         ok = "n/a"
                     elif tau < 2 * res.alpha1:  # the report itself says coverage is void (tau < 2*alpha1)

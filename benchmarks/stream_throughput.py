@@ -32,6 +32,13 @@ the input. The latency job is live: its windows are released by the broker's wal
    pairs (``packed-ipv4-pairs``, 8 bytes per element) from ``--user-units`` Zipf-distributed unit
    addresses, with user-level privacy on (``privacy.unit_key = "source-ipv4"``, ``unit_cap =
    --user-cap``): the cost of the ``cap`` operator, compared with ``e2e packed`` in the same run.
+2c. ``e2e flows`` (``--only packed,flows``): ``--flow-records`` flow records (default 10^6) as
+   nfacctd's kafka plugin publishes them (one pmacct JSON object per message: ``ip_src``,
+   ``ip_dst``, ports, ``packets``, heavy-tailed ``bytes``, ``timestamp_start``), the sources being
+   the packed scenario's synthetic addresses; the job reads them with ``input.format =
+   flow-json`` weighted by bytes (W = 1500). Next to it the consume-only loop and Kafka's own
+   Java consumer (``kafka.tools.ConsumerPerformance`` from the shipped jars) on the same topic:
+   the ingest ceilings. Target ≥ 200,000 flow records/s.
 3. ``e2e 1/msg``: the same with one address per message (default 10^6 messages, ``--quick``
    2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
    ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
@@ -99,7 +106,7 @@ BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time,
 TARGET_ADDRESSES_PER_S = 1_000_000
 TARGET_RATIO = 0.5
 TARGET_LATENCY_S = 5.0
-SCENARIOS = {"packed", "user", "single", "latency"}
+SCENARIOS = {"packed", "user", "single", "latency", "flows"}
 CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
 
 
@@ -165,6 +172,53 @@ def dotted(addresses: np.ndarray) -> list[bytes]:
     return [f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode() for a in addresses.tolist()]
 
 
+def flow_records(addresses: np.ndarray, first_window_ms: int, windows: int) -> list[bytes]:
+    """pmacct JSON flow records (as nfacctd's kafka plugin writes them) with ``addresses`` as sources,
+    heavy-tailed packets and bytes, and flow start times spread like the packed messages'."""
+    import datetime as _dt
+
+    rng = np.random.default_rng(17)
+    n = len(addresses)
+    packets = np.minimum(rng.zipf(1.6, n), 10_000)
+    nbytes = packets * rng.integers(40, 1500, n)
+    dotted_src = dotted(addresses)
+    starts = first_window_ms + (np.arange(n) * (windows * WINDOW_MS - 2)) // max(n, 1)
+    out = []
+    for i in range(n):
+        t = _dt.datetime.fromtimestamp(int(starts[i]) / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        out.append((
+            '{"event_type": "purge", "ip_src": "%s", "ip_dst": "10.10.10.10", "port_src": 443, "port_dst": %d, '
+            '"ip_proto": "tcp", "timestamp_start": "%s", "timestamp_end": "%s", "packets": %d, "bytes": %d, '
+            '"writer_id": "flows/1"}' % (dotted_src[i].decode(), 1024 + i % 50000, t, t, packets[i], nbytes[i])
+        ).encode())
+    return out
+
+
+def java_consumer_rate(bootstrap: str, topic: str, messages: int) -> tuple[float, float] | None:
+    """(messages/s, MB/s) of Kafka's own Java consumer (``kafka.tools.ConsumerPerformance`` from the
+    project's jars) reading ``messages`` records of ``topic``; None when it cannot run."""
+    jars = Path(__file__).resolve().parents[1] / "deploy" / "jars" / "kafka"
+    cp = ":".join(str(j) for j in sorted(jars.glob("*.jar")))
+    java = shutil.which("java")
+    if not cp or java is None:
+        return None
+    for main_class in ("org.apache.kafka.tools.ConsumerPerformance", "kafka.tools.ConsumerPerformance"):
+        try:
+            out = subprocess.run([java, "-cp", cp, main_class, "--bootstrap-server", bootstrap, "--topic", topic,
+                                  "--messages", str(messages), "--timeout", "60000"],
+                                 capture_output=True, text=True, timeout=180)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = [line for line in out.stdout.splitlines() if line and line[0].isdigit()]
+        if out.returncode == 0 and lines:
+            fields = [f.strip() for f in lines[-1].split(",")]
+            try:  # start, end, data MB, MB/s, records, records/s, ...
+                return float(fields[5]), float(fields[3])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first_window_ms: int,
                     fmt: str, units: np.ndarray | None = None) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, value): ``addresses`` split evenly over ``windows`` consecutive windows,
@@ -176,6 +230,8 @@ def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first
     if fmt == "packed-ipv4-pairs":
         packed = np.stack([units, addresses], axis=1).astype(">u4").tobytes()
     texts = dotted(addresses) if fmt == "text-ipv4" else None
+    if fmt == "flow-json":
+        texts = flow_records(addresses, first_window_ms, windows)
     bounds = np.linspace(0, n, windows + 1).round().astype(np.int64)
     for w in range(windows):
         lo, hi = int(bounds[w]), int(bounds[w + 1])
@@ -442,7 +498,8 @@ class Job:
     """One ``dphhh run`` subprocess with its configuration and report watcher."""
 
     def __init__(self, bench: "Bench", name: str, topics: dict[str, str], *, windows: int | None,
-                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000, privacy: dict | None = None) -> None:
+                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000, privacy: dict | None = None,
+                 inputs: dict | None = None) -> None:
         """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job."""
         self.bench, self.name, self.topics = bench, name, topics
         self.dir = bench.work / name
@@ -454,7 +511,7 @@ class Job:
             window.update({"mode": "replay", "origin": BASE_MS, "until": BASE_MS + windows * WINDOW_MS})
         values = {
             "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group},
-            "input": {"format": fmt},
+            "input": {"format": fmt, **(inputs or {})},
             "window": window,
             "flink": {"checkpoint_interval_ms": checkpoint_ms, "checkpoint_dir": str(self.dir / "checkpoints"),
                       "prometheus_port": str(self.port)},
@@ -591,8 +648,8 @@ class Bench:
         self.notes: list[str] = []
 
     def bounded(self, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
-                consume: bool, units: np.ndarray | None = None, privacy: dict | None = None
-                ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
+                consume: bool, units: np.ndarray | None = None, privacy: dict | None = None,
+                inputs: dict | None = None) -> tuple[JobResult, int, tuple[int, int, float] | None]:
         """Publish, optionally time the consume-only loop, run the bounded job."""
         topics = self.kafka.topics(f"{self.prefix}-{name}")
         n_msgs, _, _ = self.kafka.produce(topics["input_topic"],
@@ -601,7 +658,13 @@ class Bench:
         if consume:
             log(f"  consume-only loop on {topics['input_topic']} ...")
             ceiling = self.kafka.consume_only(topics["input_topic"], self.args.consume_repeat)
-        job = Job(self, name, topics, windows=windows, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms, privacy=privacy)
+            if fmt == "flow-json":
+                java = java_consumer_rate(self.bootstrap, topics["input_topic"], n_msgs)
+                self.notes.append(f"{name}: Kafka's Java consumer (ConsumerPerformance) on the same topic: "
+                                  + (f"{java[0]:,.0f} records/s ({java[1]:.1f} MB/s)" if java else "could not run"))
+                log(f"  {self.notes[-1]}")
+        job = Job(self, name, topics, windows=windows, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms, privacy=privacy,
+                  inputs=inputs)
         try:
             job.start()
             job.result.expected_reports = windows
@@ -636,10 +699,10 @@ class Bench:
 
     def throughput(self, label: str, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
                    startup: JobResult | None, addresses_target: bool, units: np.ndarray | None = None,
-                   privacy: dict | None = None) -> None:
+                   privacy: dict | None = None, inputs: dict | None = None) -> None:
         n_addr = len(addresses)
         result, n_msgs, ceiling = self.bounded(name, addresses, per_message, windows, fmt, consume=True,
-                                               units=units, privacy=privacy)
+                                               units=units, privacy=privacy, inputs=inputs)
         ceiling_rate = None
         if ceiling is not None:
             c_msgs, c_bytes, c_secs = ceiling
@@ -817,6 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user-units", type=int, default=100_000,
                     help="user scenario: distinct unit (source) addresses, Zipf-distributed (default 10^5)")
     ap.add_argument("--user-cap", type=int, default=16, help="user scenario: privacy.unit_cap (default 16)")
+    ap.add_argument("--flow-records", type=int, default=1_000_000,
+                    help="flows scenario: flow records, one per message (default 10^6)")
     ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")
     ap.add_argument("--only", default="packed,single,latency",
@@ -833,6 +898,7 @@ def main(argv: list[str] | None = None) -> int:
         args.addresses = min(args.addresses, 200_000)
         args.window_addresses = min(args.window_addresses, 50_000)
         args.single_messages = min(args.single_messages, 20_000)
+        args.flow_records = min(args.flow_records, 50_000)
         args.latency_addresses = min(args.latency_addresses, 200_000)
         args.latency_repeats = 1
         args.consume_repeat = 1
@@ -840,7 +906,8 @@ def main(argv: list[str] | None = None) -> int:
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if only - SCENARIOS:
         ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - SCENARIOS))}")
-    for name in ("addresses", "batch", "window_addresses", "single_messages", "single_windows", "latency_addresses",
+    for name in ("addresses", "batch", "window_addresses", "flow_records", "single_messages", "single_windows",
+                 "latency_addresses",
                  "latency_repeats", "consume_repeat", "user_units", "user_cap"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -856,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, work)
     interrupted = failed = False
     try:
-        startup = bench.startup() if only & {"packed", "user", "single"} else None
+        startup = bench.startup() if only & {"packed", "user", "single", "flows"} else None
         if "packed" in only:
             windows = max(1, round(args.addresses / args.window_addresses))
             log(f"packed: {args.addresses:,} addresses, {args.batch} per message, {windows} window(s) ...")
@@ -876,6 +943,14 @@ def main(argv: list[str] | None = None) -> int:
                              privacy={"unit_key": "source-ipv4", "unit_cap": args.user_cap,
                                       "budget_epsilon": 1e6, "budget_period": "deployment"})
             del addresses, units
+        if "flows" in only:
+            windows = max(1, round(args.flow_records / args.window_addresses))
+            log(f"flows: {args.flow_records:,} pmacct flow records (one per message), weighted by bytes, "
+                f"{windows} window(s) ...")
+            addresses = synthetic_addresses(args.flow_records, seed=1)
+            bench.throughput("flows (pmacct JSON, bytes, W=1500)", "flows", addresses, 1, windows, "flow-json",
+                             startup, False, inputs={"flow_weight": "bytes", "weight_cap": 1500})
+            del addresses
         if "single" in only:
             fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"
             log(f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ...")
