@@ -341,7 +341,7 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
         ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
          f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rng = np.random.default_rng(11)
-    heavy = ["198.18.7.77"] * 1_231 + ["10.1.2.3"] * 977
+    heavy = ["198.18.7.77"] * 1_731 + ["10.1.2.3"] * 977  # the canary above tau: an HHH of windows 0 and 2
     try:
         for w, n in enumerate((4_321, 0, 2_719)):  # one address per message, 200 ms into windows 0..2
             sleep_until(origin + w * size + 200)
