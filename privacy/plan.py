@@ -19,7 +19,7 @@ Nothing here looks at data, so a plan can be printed, shared and put in a ticket
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sketches.misra_gries import MAX_KAPPA
@@ -172,8 +172,3 @@ def make_plan(inputs: PlanInputs) -> dict[str, Any]:
     if inputs.tau is not None:
         out["coverage_holds"] = inputs.mode == "conservative" and inputs.tau >= out["coverage_min_tau"]
     return out
-
-
-def with_inputs(inputs: PlanInputs, **changes: Any) -> PlanInputs:
-    """``inputs`` with some fields changed (for tables over ε and n)."""
-    return replace(inputs, **changes)

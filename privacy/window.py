@@ -98,8 +98,7 @@ def assemble_report(
     by_level: dict[int, list[int]] = {}
     for r in releases:
         by_level.setdefault(r.level, []).append(int(r.n_noisy))
-    n_root = root_estimate(by_level[level] for level in sorted(by_level)) if cal.size_releases > 1 else \
-        max(0, by_level[1][0])
+    n_root = root_estimate(by_level[level] for level in sorted(by_level))  # P = 1: level 1's one size
     items = extract_hhh(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root, mode=params.mode)
     a1 = max(cal.alpha1(r.n_upper) for r in releases)
     return build_report(

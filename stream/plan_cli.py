@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
-from privacy.plan import PlanInputs, make_plan, with_inputs
+from privacy.plan import PlanInputs, make_plan
 from sketches.hierarchy import parse_hierarchy
 
 __all__ = ["add_plan_parser", "run_plan", "parse_size", "format_plan", "format_table"]
@@ -125,9 +126,9 @@ def table_rows(base: PlanInputs) -> list[dict[str, Any]]:
     rows = []
     for n in TABLE_SIZES:
         for eps in TABLE_EPSILONS:
-            first = make_plan(with_inputs(base, n=n, epsilon=eps))
+            first = make_plan(replace(base, n=n, epsilon=eps))
             kappa = first["recommended"]["counters"] if first["recommended"] else base.counters
-            plan = make_plan(with_inputs(base, n=n, epsilon=eps, counters=kappa))
+            plan = make_plan(replace(base, n=n, epsilon=eps, counters=kappa))
             rows.append({"n": n, "epsilon": eps, "counters": kappa, "alpha1": plan["alpha1"],
                          "coverage_min_tau": plan["coverage_min_tau"], "detectable": plan["detectable"]})
     return rows

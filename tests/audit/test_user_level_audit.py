@@ -179,12 +179,18 @@ def _audit(budget: PrivacyBudget, cap: int | None, seed: int):
     # the audit sits where intended: u moves its prefix by exactly `shift` at every level
     assert counts_b[-1] == target and [a - b for a, b in zip(counts_a, counts_b)] == [shift] * h
     assert [sorted(s.counters()) for _, s in sk_a.items()] == [sorted(s.counters()) for _, s in sk_b.items()]
-    floor = scales.integer_threshold - 1
+    return audit_sketch_pair(sk_a, sk_b, params, scales.integer_threshold - 1, seed)
+
+
+def audit_sketch_pair(sk_a: LevelSketches, sk_b: LevelSketches, params: HHHParams, floor: int, seed: int,
+                      delta: float = DELTA):
+    """Draw the window release of both sides' sketches ``TRIALS`` times (seeds ``seed``, ``seed + 1``)
+    and audit the statistics of :func:`_statistics` (``floor``: the value shown for an unreleased prefix)."""
     samples = []
     for sketches, offset in ((sk_a, 0), (sk_b, 1)):
         source = SeededRandomSource(np.random.default_rng(seed + offset))
         samples.append(_statistics(_draw(sketches, params, source, TRIALS), floor))
-    return audit_statistics(samples[0], samples[1], delta=DELTA)
+    return audit_statistics(samples[0], samples[1], delta=delta)
 
 
 def test_user_level_release_passes_audit() -> None:

@@ -28,20 +28,17 @@ import numpy as np
 import pytest
 
 from privacy.params import HHHParams, PrivacyBudget
-from privacy.randomness import SeededRandomSource
 from privacy.unit import PrivacyUnit
 from sketches.hierarchy import parse_hierarchy
 from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import clip_weights
 
-from .audit_tools import audit_statistics
-from .test_user_level_audit import COUNTERS, FOCUS_PREFIX, HIERARCHY, TAU, _draw, _focus_counts, _scales, _statistics
+from .test_user_level_audit import COUNTERS, FOCUS_PREFIX, HIERARCHY, TAU, _focus_counts, _scales, audit_sketch_pair
 
 pytestmark = pytest.mark.audit
 
 EPSILON, DELTA = 1.0, 1e-6
 W = 8
-TRIALS = 1_000_000
 UNIT = PrivacyUnit(weight_cap=W, weight="packets")
 
 
@@ -83,12 +80,7 @@ def _audit(event_budget: PrivacyBudget, seed: int):
     sk_a, sk_b = _sketches(va, wa), _sketches(vb, wb)
     counts_a, counts_b = _focus_counts(sk_a), _focus_counts(sk_b)
     assert counts_b[-1] == target and [a - b for a, b in zip(counts_a, counts_b)] == [W] * h
-    floor = scales.integer_threshold - 1
-    samples = []
-    for sketches, offset in ((sk_a, 0), (sk_b, 1)):
-        source = SeededRandomSource(np.random.default_rng(seed + offset))
-        samples.append(_statistics(_draw(sketches, params, source, TRIALS), floor))
-    return audit_statistics(samples[0], samples[1], delta=DELTA)
+    return audit_sketch_pair(sk_a, sk_b, params, scales.integer_threshold - 1, seed, DELTA)
 
 
 def test_weighted_release_passes_audit() -> None:
