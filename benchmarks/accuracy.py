@@ -11,7 +11,7 @@ see identical noise. Other parameters: δ (default 1e-6), β (default 0.05), κ 
 IPv4 levels /8, /16, /24, /32.
 
 Datasets
-    * the four shared captures (``../shared/data/pcaps`` beside the repository), source IPv4
+    * the four bundled captures (``data/pcaps``), source IPv4
       addresses read with the project's :mod:`connectors.pcap` reader;
     * ``geoip-zipf``: a synthetic stream (default 10^6 addresses) over the real allocated IPv4
       ranges of Debian's ``tor-geoipdb`` (``/usr/share/tor/geoip``); see :func:`geoip_zipf_stream`.
@@ -79,8 +79,9 @@ from privacy.window import release_window  # noqa: E402
 from sketches.exact import exact_hhh  # noqa: E402
 from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
 from sketches.level_sketches import LevelSketches  # noqa: E402
+from stream.paths import data_dir  # noqa: E402
 
-PCAP_DIR = REPO.parent / "shared/data/pcaps"
+PCAP_DIR = data_dir() / "pcaps"
 CAPTURES = (
     "amp.TCP.reflection.SYNACK.pcap",
     "amp.UDP.isakmp.pcap",
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delta", type=float, default=1e-6)
     ap.add_argument("--beta", type=float, default=0.05)
     ap.add_argument("--counters", "--kappa", dest="counters", type=int, default=1024, help="κ (default 1024)")
-    ap.add_argument("--captures", default=",".join(CAPTURES), help="comma-separated capture names under ../shared/data/pcaps ('' for none)")
+    ap.add_argument("--captures", default=",".join(CAPTURES), help="comma-separated capture names under data/pcaps ('' for none)")
     ap.add_argument("--pcap-dir", type=Path, default=PCAP_DIR)
     ap.add_argument("--geoip", type=Path, default=GEOIP_FILE, help=f"tor geoip file (default {GEOIP_FILE})")
     ap.add_argument("--zipf-elements", type=int, default=1_000_000, help="geoip-zipf stream length (default 10^6)")

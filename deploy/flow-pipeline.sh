@@ -11,7 +11,7 @@
 # Example, on the local development broker:
 #   bash deploy/install-flow-tools.sh          # once: Debian's softflowd and pmacct
 #   bash deploy/kafka-start.sh
-#   bash deploy/flow-pipeline.sh start --topic dphhh-flows --capture ../shared/data/pcaps/amp.UDP.isakmp.pcap
+#   bash deploy/flow-pipeline.sh start --topic dphhh-flows --capture data/pcaps/amp.UDP.isakmp.pcap
 #     flow-pipeline: nfacctd listening on 127.0.0.1:9995 (IPFIX/NetFlow), publishing JSON to dphhh-flows on 127.0.0.1:9092
 #     flow-pipeline: softflowd exported amp.UDP.isakmp.pcap: 3978 flows (3984 packets, 924288 bytes) in 150 IPFIX datagrams
 #     flow-pipeline: nfacctd published 3978 flow records to dphhh-flows
@@ -68,7 +68,7 @@
 # * softflowd 1.1.0's NetFlow v9 header counts only the data records (3 in a datagram that also
 #   carries 4 templates and an options template and record): nfacctd and goflow2 both published
 #   nothing of an export that fits in one datagram (a capture of a few flows), while multi-datagram
-#   exports arrived whole. IPFIX (-v 10, the default) is exact: each shared capture's flows arrived
+#   exports arrived whole. IPFIX (-v 10, the default) is exact: each bundled capture's flows arrived
 #   with their packet and byte totals intact.
 #
 # --collector goflow2: github.com/netsampler/goflow2 v2 instead of nfacctd (build it with

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -39,18 +38,12 @@ from sketches.hierarchy import parse_hierarchy
 
 from .batch import WEIGHTS, NoReadableInput, Weighting, batch_report, exact_report
 from .errors import JobFailed
+from .paths import DEMO_CAPTURE, capture
 from .plan_cli import add_plan_parser, run_plan
 from .snapshot_cli import add_snapshot_parser, run_snapshot
 
 __all__ = ["main", "build_parser", "format_report"]
 
-DEMO_CAPTURE = "amp.TCP.reflection.SYNACK.pcap"
-
-
-def shared_dir() -> Path:
-    """The shared data folder: ``$DPHHH_SHARED`` or ``../shared`` beside the repository."""
-    env = os.environ.get("DPHHH_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
@@ -148,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
     p.add_argument("--batch", action="store_true", help="run the batch command on the shared capture instead")
     _privacy_options(p, demo=True)
-    p.add_argument("--input", default=None, help=f"with --batch; default: ../shared/data/pcaps/{DEMO_CAPTURE}")
+    p.add_argument("--input", default=None, help=f"with --batch; default: the bundled capture data/pcaps/{DEMO_CAPTURE}")
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
 
@@ -435,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "hhh":
             return _run_hhh(args, args.input)
         if args.command == "demo" and args.batch:
-            path = args.input or str(shared_dir() / "data" / "pcaps" / DEMO_CAPTURE)
+            path = args.input or str(capture(DEMO_CAPTURE))
             for name, value in DEMO_DEFAULTS.items():
                 if not hasattr(args, name):
                     setattr(args, name, value)

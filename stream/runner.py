@@ -3,7 +3,7 @@
 * :func:`run_job` — ``dphhh run``: the main job until Ctrl-C, the end of a replay's input, or the end
   of a live schedule (``window.until``).
 * :func:`run_demo` — ``dphhh demo``: a self-contained replay (``window.mode = replay``) of a sample
-  stream (the shared real capture, synthetic windows, an empty window and a few bad records),
+  stream (the bundled real capture, synthetic windows, an empty window and a few bad records),
   printing each report.
 """
 
@@ -28,6 +28,8 @@ from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
 from .errors import JobFailed
 from .operators import FATAL_FILE
+from .paths import DEMO_CAPTURE
+from .paths import capture as bundled_capture
 from .reports_stall import ReportsStallWatch, stall_limit_s
 
 if TYPE_CHECKING:
@@ -256,7 +258,7 @@ class ReportPrinter(threading.Thread):
 def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tuple[int, bytes]]:
     """The demo's sample: (timestamp ms, message value) over six windows.
 
-    window 0: the shared SYN-ACK reflection capture; windows 1, 3, 4: synthetic traffic with
+    window 0: the bundled SYN-ACK reflection capture; windows 1, 3, 4: synthetic traffic with
     planted heavy prefixes; window 2: nothing (an empty window still gets its report);
     window 5: background only; plus three malformed messages (dead-lettered).
     """
@@ -303,7 +305,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     broker = prepare_kafka(cfg)
     printer = None
     try:
-        capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+        capture = bundled_capture(DEMO_CAPTURE)
         producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
         for ts, value in sample_stream(window, base, capture):
             producer.send_value(value, ts)
@@ -337,9 +339,9 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
 
 
 def feed_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
-    """The embedded default's producer: the shared capture and synthetic traffic, timestamp = now
+    """The embedded default's producer: the bundled capture and synthetic traffic, timestamp = now
     (a live input topic records the broker's arrival time anyway)."""
-    capture = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+    capture = bundled_capture(DEMO_CAPTURE)
     parts = []
     if capture.exists():
         from connectors.pcap import read_capture_sources
@@ -475,7 +477,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         if feed:
             producer = threading.Thread(target=feed_forever, args=(cfg, stop, rate, 1000), daemon=True)
             producer.start()
-            _say(f"dphhh run: feeding the shared capture and a synthetic stream into "
+            _say(f"dphhh run: feeding the bundled capture and a synthetic stream into "
                  f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
         resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
         if resume is not None:

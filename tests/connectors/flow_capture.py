@@ -1,6 +1,6 @@
 """A small, deterministic Ethernet capture with IPv4 and IPv6 flows (classic pcap, microseconds).
 
-The shared captures are IPv4 only; this one feeds the real collector chain
+The bundled captures are IPv4 only; this one feeds the real collector chain
 (``deploy/flow-pipeline.sh``: softflowd -> nfacctd -> Kafka) so that the flow-JSON fixtures hold
 real IPv6 records as the collectors publish them. Addresses are from the documentation prefixes
 (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32).

@@ -99,7 +99,7 @@ def test_family_split_on_real_records() -> None:
 
 
 def test_real_capture_samples() -> None:
-    """The first published records of two shared captures decode whole, with the capture's times
+    """The first published records of two bundled captures decode whole, with the capture's times
     (2021) to the millisecond."""
     syn = FlowJsonDecoder("pmacct", weight="bytes").decode_many(fixture("pmacct-ipfix-synack-head"))
     assert syn.reasons == [None] * 100 and len(syn.ipv4) == 100

@@ -1,7 +1,7 @@
 """Tests for the capture readers (connectors.pcap) and input-file detection (connectors.files).
 
 Synthetic captures are built byte by byte with ``struct`` in ``tmp_path``; the real StopDDoS
-captures are read from ``<repo>/../shared/data/pcaps`` (never copied into the repository).
+captures are the ones bundled in ``data/pcaps``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from connectors.pcap import (
     read_pcapng_sources,
 )
 from connectors.skips import SkipCounter
+from stream.paths import data_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_PCAPS = REPO_ROOT.parent / "shared" / "data" / "pcaps"
+CAPTURE_DIR = data_dir() / "pcaps"
 
 # --------------------------------------------------------------------------------------------
 # packet builders
@@ -582,16 +583,16 @@ REAL_CAPTURES = {
 
 
 @pytest.fixture(scope="module")
-def shared_pcaps() -> Path:
-    """The shared capture directory; a missing copy fails the test (these checks must not be skipped)."""
-    missing = [name for name in REAL_CAPTURES if not (SHARED_PCAPS / name).is_file()]
+def captures() -> Path:
+    """The bundled capture directory; a missing copy fails the test (these checks must not be skipped)."""
+    missing = [name for name in REAL_CAPTURES if not (CAPTURE_DIR / name).is_file()]
     if missing:
         pytest.fail(
-            f"shared captures missing from {SHARED_PCAPS} (expected beside the repository as "
-            f"../shared/data/pcaps): {', '.join(missing)}",
+            f"bundled captures missing from {CAPTURE_DIR} (the repository ships them in "
+            f"data/pcaps): {', '.join(missing)}",
             pytrace=False,
         )
-    return SHARED_PCAPS
+    return CAPTURE_DIR
 
 
 def _naive_ethernet_sources(path: Path) -> np.ndarray:
@@ -610,10 +611,10 @@ def _naive_ethernet_sources(path: Path) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", sorted(REAL_CAPTURES))
-def test_real_capture_counts(shared_pcaps: Path, name: str) -> None:
+def test_real_capture_counts(captures: Path, name: str) -> None:
     """Each shared capture has its documented packet and distinct-source counts and matches a naive reader."""
     packets, distinct, skip_counts = REAL_CAPTURES[name]
-    path = shared_pcaps / name
+    path = captures / name
     sources, skips = read_capture_sources(path)
     assert sources.dtype == np.uint32
     assert sources.size + skips.total == packets
@@ -622,24 +623,24 @@ def test_real_capture_counts(shared_pcaps: Path, name: str) -> None:
     np.testing.assert_array_equal(sources, _naive_ethernet_sources(path))
 
 
-def test_real_snmp_pcapng_is_classic_pcap_inside(shared_pcaps: Path) -> None:
+def test_real_snmp_pcapng_is_classic_pcap_inside(captures: Path) -> None:
     """The '.pcapng' shared file holds a classic little-endian pcap, and the magic decides, not the name."""
-    assert detect_format(shared_pcaps / "amp.UDP.snmp.src161.pcapng") == "pcap"
-    assert open_input(shared_pcaps / "amp.UDP.snmp.src161.pcapng", "auto").format == "pcap"
+    assert detect_format(captures / "amp.UDP.snmp.src161.pcapng") == "pcap"
+    assert open_input(captures / "amp.UDP.snmp.src161.pcapng", "auto").format == "pcap"
 
 
-def test_real_synack_prefix_share(shared_pcaps: Path) -> None:
+def test_real_synack_prefix_share(captures: Path) -> None:
     """107.0.0.0/8 sends 1,719 of the 8,000 packets of the SYN-ACK reflection capture (21.49 %)."""
-    sources, skips = read_capture_sources(shared_pcaps / "amp.TCP.reflection.SYNACK.pcap")
+    sources, skips = read_capture_sources(captures / "amp.TCP.reflection.SYNACK.pcap")
     in_107 = int(np.count_nonzero((sources >> np.uint32(24)) == 107))
     assert in_107 == 1719
     share = in_107 / (sources.size + skips.total)
     assert 0.2148 <= share <= 0.2150
 
 
-def test_real_largest_capture_reads_fast(shared_pcaps: Path) -> None:
+def test_real_largest_capture_reads_fast(captures: Path) -> None:
     """The 37,841-packet capture is read in well under a second."""
-    path = shared_pcaps / "pkt.TCP.synflood.spoofed.pcap"
+    path = captures / "pkt.TCP.synflood.spoofed.pcap"
     start = time.perf_counter()
     total = sum(chunk.size for chunk in iter_capture_sources(path, SkipCounter()))
     elapsed = time.perf_counter() - start

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from connectors.snapshot import read_snapshot, snapshot_format
+from stream.paths import DEMO_CAPTURE, capture
 
-CAPTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+CAPTURE = capture(DEMO_CAPTURE)
 
 
 def test_csv_column_of_addresses_keeps_good_rows_and_counts_bad_ones(tmp_path: Path) -> None:

@@ -17,9 +17,10 @@ from privacy.params import HHHParams
 from sketches.hierarchy import parse_hierarchy
 from tests.e2e.net import free_port
 from stream.batch import batch_report
+from stream.paths import DEMO_CAPTURE, capture
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURE = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+CAPTURE = capture(DEMO_CAPTURE)
 OUTPUT = ROOT / "test-output"
 
 

@@ -34,10 +34,11 @@ from sketches.exact import exact_hhh
 from sketches.hierarchy import IPv4Hierarchy
 from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, reports, write_config
 from tests.e2e.net import free_port
+from stream.paths import DEMO_CAPTURE, capture
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "deploy" / "flow-pipeline.sh"
-CAPTURE = ROOT.parent / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+CAPTURE = capture(DEMO_CAPTURE)
 HOUR = 3_600_000
 TAU = 40_000.0
 

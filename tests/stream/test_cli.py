@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from stream.cli import main, shared_dir
+from stream.cli import main
+from stream.paths import data_dir
 
-PCAPS = shared_dir() / "data" / "pcaps"
+PCAPS = data_dir() / "pcaps"
 SYNACK = PCAPS / "amp.TCP.reflection.SYNACK.pcap"
 SYNFLOOD = PCAPS / "pkt.TCP.synflood.spoofed.pcap"
 
 
 def _require(path: Path) -> Path:
-    assert path.exists(), f"shared capture missing: {path} (the repository expects ../shared beside it)"
+    assert path.exists(), f"bundled capture missing: {path} (the repository ships it in data/pcaps)"
     return path
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from stream.cli import main
+from stream.paths import DEMO_CAPTURE, capture
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -84,7 +85,7 @@ def test_inftda_on_paths_is_consistent_and_needs_a_public_domain(capsys, tmp_pat
     assert "needs the public list of possible paths" in capsys.readouterr().err
 
 
-CAPTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
+CAPTURE = capture(DEMO_CAPTURE)
 
 
 def test_hhh_on_the_capture_finds_the_reflection_prefixes(capsys) -> None:

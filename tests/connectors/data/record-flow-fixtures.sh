@@ -2,15 +2,15 @@
 # Re-record the flow-JSON fixtures of tests/connectors/test_flow_json.py through the real chain
 # (deploy/flow-pipeline.sh: softflowd -> IPFIX -> nfacctd or goflow2 -> Kafka), reading back what
 # the collectors published. Needs the flow tools (bash deploy/install-flow-tools.sh [goflow2]),
-# the venv (kafka-python) and a broker (bash deploy/kafka-start.sh); the shared captures in
-# ../shared/data/pcaps. Writes the *.jsonl files beside this script (one published message per
+# the venv (kafka-python) and a broker (bash deploy/kafka-start.sh); the bundled captures in
+# data/pcaps. Writes the *.jsonl files beside this script (one published message per
 # line, as published) and prints the totals for README.md.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 pipeline="$root/deploy/flow-pipeline.sh"
 py="$root/.venv/bin/python"
-pcaps="${DPHHH_PCAPS:-$root/../shared/data/pcaps}"
+pcaps="${DPHHH_PCAPS:-$root/data/pcaps}"
 work="$(mktemp -d)"
 trap 'bash "$pipeline" stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 export DPHHH_FLOW_VAR="$work/run" DPHHH_FLOW_PORT="${DPHHH_FLOW_PORT:-9997}"
