@@ -24,7 +24,7 @@ import numpy as np
 
 from connectors.decode import MessageDecoder
 
-from .clock import is_tick
+from .clock import TICK, is_tick
 from .message_batch import NO_TIMESTAMP, unpack_batch
 from .schedule import ELEMENT_REASONS, ReleaseSchedule
 
@@ -48,7 +48,8 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
     """Decode one ``MessageBatcher`` record under ``schedule`` (see the module docstring)."""
     timestamps, messages = unpack_batch(data)
     out = BatchOutcome()
-    ticks = {i for i, m in enumerate(messages) if is_tick(m)}
+    # a clock record is the exact bytes TICK; ``in`` compares in C (most batches hold none)
+    ticks = {i for i, m in enumerate(messages) if is_tick(m)} if TICK in messages else set()
     out.ticks = len(ticks)
     if ticks:
         kept = [i for i in range(len(messages)) if i not in ticks]

@@ -199,7 +199,7 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
     # an allow-list: only catalogued, data-independent metrics leave (see METRIC_INCLUDES)
     conf.set_string("metrics.reporter.prom.filter.includes", ";".join(METRIC_INCLUDES))
     conf.set_string("python.fn-execution.bundle.size", "1000")
-    conf.set_string("python.fn-execution.bundle.time", "200")
+    conf.set_string("python.fn-execution.bundle.time", "1000")
     if f["remote"]:
         host, _, port = f["remote"].rpartition(":")
         conf.set_string("execution.target", "remote")
