@@ -1,4 +1,4 @@
-"""Accuracy of the private HHH release (spec §3–§4) against the exact HHH (Definition 2.3.5).
+"""Accuracy of the private HHH release (docs/ALGORITHMS.md §3–§4) against the exact HHH (Definition 2.3.5).
 
 What it measures
 ----------------
@@ -18,7 +18,7 @@ Datasets
 
     * ``geoip-zipf flows, bytes``: the same addresses as flow records weighted by bytes — heavy-tailed
       (Zipf packets × 40..1500 bytes per packet) and clipped at ``--weight-cap`` (default 15,000) —
-      released at the group-privacy calibration over W (spec §2 "Weighted elements"); the exact
+      released at the group-privacy calibration over W (docs/ALGORITHMS.md §2 "Weighted elements"); the exact
       reference is the byte-weighted HHH (``--no-flows`` leaves it out).
 
 τ per dataset is a fraction of the stream length n (``--tau-fractions``, default 5 % and 1 %; for

@@ -1,4 +1,4 @@
-"""MSE of local-DP range queries: AHEAD versus HIO and Uni (spec §8, the issue's acceptance).
+"""MSE of local-DP range queries: AHEAD versus HIO and Uni (docs/ALGORITHMS.md §8, the issue's acceptance).
 
 What it measures
 ----------------

@@ -1,4 +1,4 @@
-"""Offline DP-HHH (spec §6): Algorithm 1 (corrected) against the stability-histogram baseline.
+"""Offline DP-HHH (docs/ALGORITHMS.md §6): Algorithm 1 (corrected) against the stability-histogram baseline.
 
 What it measures
 ----------------

@@ -11,7 +11,7 @@ path: generalising each address to each level (masking) plus inserting the four 
     Misra-Gries sketch per level), fed in batches of ``--batch`` addresses (default 65536, the pcap
     connector's chunk size). The numba kernel is loaded/compiled before timing.
 (b) ``python-dict``: a plain-Python Misra-Gries per level, a ``dict`` key -> count, with exactly
-    the semantics of Algorithm 2 (spec §2) including the project's tie-break (smallest key among
+    the semantics of Algorithm 2 (docs/ALGORITHMS.md §2) including the project's tie-break (smallest key among
     the zero counters), so its final {key: counter} content is *identical* to the project's
     (checked after the timed run and printed).
     It is a straightforward dict implementation, not a tuned one (see :class:`DictMisraGries`).
@@ -105,7 +105,7 @@ def zipf_addresses(n: int, *, seed: int, s: float = 1.1) -> np.ndarray:
 
 
 class DictMisraGries:
-    """Algorithm 2 (spec §2) with a Python dict; unit weights.
+    """Algorithm 2 (docs/ALGORITHMS.md §2) with a Python dict; unit weights.
 
     A straightforward baseline, as one would write it without a compiled kernel: ``counts`` maps
     each real key to its counter. The data-independent tie-break of step 3 is the project's

@@ -27,7 +27,7 @@ the input. The latency job is live: its windows are released by the broker's wal
    start − the start-up run's time to its report); ``tasks running`` = N / (last report − the time
    the Flink log shows the last task switching to RUNNING). Also printed: time to the first report,
    time to process exit. (The job exports no per-record counter to time the first record by: such
-   counters count the stream exactly, spec §0.1 f.)
+   counters count the stream exactly, docs/ALGORITHMS.md §0.1 f.)
 2b. ``e2e user`` (``--only packed,user``): the packed scenario's addresses as (unit, address)
    pairs (``packed-ipv4-pairs``, 8 bytes per element) from ``--user-units`` Zipf-distributed unit
    addresses, with user-level privacy on (``privacy.unit_key = "source-ipv4"``, ``unit_cap =

@@ -211,7 +211,7 @@ class MessageDecoder:
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.
         A packed message is never refused for its size: one more element would otherwise drop
-        every other element of the message (spec §0.1 e)."""
+        every other element of the message (docs/ALGORITHMS.md §0.1 e)."""
         if not value:
             return "empty"
         if len(value) > self.max_message_bytes and self.format not in PACKED_FORMATS:

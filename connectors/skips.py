@@ -4,7 +4,7 @@ Every input connector (capture files, text files, snapshot csv/JSON lines) drops
 use and reports *how many* it dropped and *why* through a :class:`SkipCounter`. The counter only
 ever holds ``reason -> count``: it never sees or stores the content of a skipped record.
 
-Two kinds of skipped record (spec §0.1 f)
+Two kinds of skipped record (docs/ALGORITHMS.md §0.1 f)
 ------------------------------------------
 
 A count of records is data unless the records are not elements at all. Every reason is therefore

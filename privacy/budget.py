@@ -2,7 +2,7 @@
 
 It says what one window's report cost and which guarantee it carries: the per-level releases
 (Algorithm 3) at ((1 − s)·ε, δ) and the private sub-stream sizes at (s·ε, 0), composed
-sequentially into the window's (ε, δ); disjoint tumbling windows compose in parallel (spec §0),
+sequentially into the window's (ε, δ); disjoint tumbling windows compose in parallel (docs/ALGORITHMS.md §0),
 provided every window is reported once, on schedule, and never re-released with fresh noise.
 """
 

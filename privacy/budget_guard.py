@@ -1,4 +1,4 @@
-"""A total privacy budget per period for user-level privacy (spec §0).
+"""A total privacy budget per period for user-level privacy (docs/ALGORITHMS.md §0).
 
 Event level: tumbling windows are disjoint, so one element is in one window and the window reports
 compose in **parallel** (each report's (ε, δ) is the whole stream's). User level: one unit's

@@ -19,7 +19,7 @@ Guarantees (each with probability over the noise, all at once with probability >
 * ``size_slack`` S: every released sub-stream size is within S of the true size — with probability
   >= 1 − β_size — so ``n̂ = ñ + S`` is an upper bound for each;
 * a released prefix's true count lies in ``[C̃ − B, C̃ + B + n̂/(κ+1)]``
-  (:meth:`interval`: the release noise, plus the sketch's undercount of at most n/(κ+1), spec §2).
+  (:meth:`interval`: the release noise, plus the sketch's undercount of at most n/(κ+1), docs/ALGORITHMS.md §2).
 """
 
 from __future__ import annotations

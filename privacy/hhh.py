@@ -1,4 +1,4 @@
-"""HHH extraction from released values (spec §4: Algorithm 4, conservative residuals).
+"""HHH extraction from released values (docs/ALGORITHMS.md §4: Algorithm 4, conservative residuals).
 
 Pure post-processing of the noisy values released per (level, partition) sketch, so the result
 has the releases' privacy guarantee. Inputs: the released ``{key: noisy value}`` of every sketch,

@@ -15,7 +15,7 @@ Two families of samplers:
   truncated where the survival function drops below about 2**-53). :func:`discrete_laplace`
   returns integers, which removes the low-order-bit side channel of floating-point Laplace noise
   (Mironov 2012); :func:`discrete_laplace_elementwise` is the same sampler with one scale per
-  output element (heteroscedastic noise, e.g. one budget per tree node, spec §9);
+  output element (heteroscedastic noise, e.g. one budget per tree node, docs/ALGORITHMS.md §9);
   :func:`laplace` itself is *not* hardened against that attack.
 * **Exact** (:func:`discrete_gaussian`): the rational-arithmetic rejection sampler of Canonne,
   Kamath and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020), using only

@@ -18,7 +18,7 @@ __all__ = [
 VARIANTS = ("fresh", "reuse")
 MODES = ("conservative", "point")
 #: ``tight``: one scale per variant and an exact-tail threshold (docs/calibration.md §3); ``paper``:
-#: the DP-HHH paper's scales and closed-form threshold (spec §3).
+#: the DP-HHH paper's scales and closed-form threshold (docs/ALGORITHMS.md §3).
 CALIBRATIONS = ("tight", "paper")
 DEFAULT_CALIBRATION = "tight"
 
@@ -68,17 +68,17 @@ class PrivacyBudget:
 
 @dataclass(frozen=True)
 class HHHParams:
-    """Parameters of one window's private HHH release (spec §3–§5).
+    """Parameters of one window's private HHH release (docs/ALGORITHMS.md §3–§5).
 
     * ``epsilon``, ``delta``: the window's total budget; the report is (ε, δ)-DP (event level).
     * ``beta``: failure probability of the accuracy and coverage guarantees.
     * ``tau``: the HHH threshold (absolute count).
     * ``counters``: κ, slots per Misra-Gries sketch.
-    * ``partitions``: P, key partitions per level (spec §2).
+    * ``partitions``: P, key partitions per level (docs/ALGORITHMS.md §2).
     * ``variant``: ``fresh`` (default; fresh shared γ' in the release) or ``reuse``.
     * ``mode``: ``conservative`` (default; coverage guarantee) or ``point``.
-    * ``calibration``: ``tight`` (default; docs/calibration.md §3) or ``paper`` (spec §3's scales).
-    * ``size_share``: share of ε spent on the private sub-stream sizes (spec §5); the rest goes
+    * ``calibration``: ``tight`` (default; docs/calibration.md §3) or ``paper`` (docs/ALGORITHMS.md §3's scales).
+    * ``size_share``: share of ε spent on the private sub-stream sizes (docs/ALGORITHMS.md §5); the rest goes
       to the per-level releases.
     * ``size_beta_share``: share of β given to the stream-size upper bounds; the rest covers the
       per-key noise.

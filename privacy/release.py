@@ -1,4 +1,4 @@
-"""Private release of one Misra-Gries sketch (spec §3: Algorithm 3, corrected).
+"""Private release of one Misra-Gries sketch (docs/ALGORITHMS.md §3: Algorithm 3, corrected).
 
 For a sketch with real keys T and counters C, released at window budget (ε, δ) over h sketched
 levels, variant ``fresh`` (default):
@@ -141,7 +141,7 @@ def release_level(
     calibration: str = DEFAULT_CALIBRATION,
     rng: RandomSource | np.random.Generator | int | None = None,
 ) -> dict[int, int]:
-    """Release one sketch's counters privately (spec §3); returns ``{key: noisy value}``.
+    """Release one sketch's counters privately (docs/ALGORITHMS.md §3); returns ``{key: noisy value}``.
 
     ``counts`` is the sketch's ``{real key: counter}`` (zero counters included); ``epsilon`` and
     ``delta`` are the budget of all ``h`` sketched levels together (this sketch is charged
@@ -161,7 +161,7 @@ def release_level(
 
 
 def alpha2(scales: ReleaseScales, *, counters: int, h: int, partitions: int, beta: float) -> float:
-    """The ``paper`` calibration's α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 (spec §4).
+    """The ``paper`` calibration's α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 (docs/ALGORITHMS.md §4).
 
     (The ``tight`` calibration's α2 is ``T* + B`` with B from the exact tail:
     :class:`privacy.calibration.WindowCalibration`.)

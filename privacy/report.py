@@ -1,7 +1,7 @@
 """The one builder of the ``dphhh.report/1`` schema (batch command, stream and snapshots).
 
 ``diagnostics`` is the report's place for public, non-numeric notes about how it was made. It
-never carries a count of records — skipped, out of domain, late, users (spec §0.1 f): such a
+never carries a count of records — skipped, out of domain, late, users (docs/ALGORITHMS.md §0.1 f): such a
 count is an exact statistic of the private input. :func:`build_report` therefore refuses any
 number in it (and the old ``skipped`` key); counts of unparsable records are operational and go
 to stderr, never into a report.
@@ -36,13 +36,13 @@ def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
                     raise ValueError(f"build_report: diagnostics keys must be strings, got {key!r} at {where}")
                 if key == "skipped":
                     raise ValueError(f"build_report: diagnostics must not carry skip counts ({where}.skipped): "
-                                     "counts of records are not published (spec §0.1 f)")
+                                     "counts of records are not published (docs/ALGORITHMS.md §0.1 f)")
                 out[key] = check(item, f"{where}.{key}")
             return out
         if isinstance(value, (list, tuple)):
             return [check(item, f"{where}[{i}]") for i, item in enumerate(value)]
         raise ValueError(f"build_report: diagnostics must hold no numbers (a count of records is not "
-                         f"published, spec §0.1 f): {where} has type {type(value).__name__}")
+                         f"published, docs/ALGORITHMS.md §0.1 f): {where} has type {type(value).__name__}")
 
     return check(dict(diagnostics or {}), "diagnostics")
 

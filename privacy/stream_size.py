@@ -1,4 +1,4 @@
-"""Private sub-stream sizes (spec §5, docs/calibration.md §5).
+"""Private sub-stream sizes (docs/ALGORITHMS.md §5, docs/calibration.md §5).
 
 The window size n appears in α1 (``n/(κ+1)``) and is data, so it is released privately.
 

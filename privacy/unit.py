@@ -1,4 +1,4 @@
-"""The privacy unit: what one report protects (spec §0).
+"""The privacy unit: what one report protects (docs/ALGORITHMS.md §0).
 
 * ``event`` (default): two input streams are neighbours if one has one extra element. A window's
   report released at (ε, δ) is (ε, δ)-DP with respect to adding or removing one element of the

@@ -1,4 +1,4 @@
-"""Per-window contribution cap for user-level privacy (spec §0).
+"""Per-window contribution cap for user-level privacy (docs/ALGORITHMS.md §0).
 
 :class:`UnitCap` keeps, in arrival order, the first ``m`` elements of every privacy unit within one
 window and drops the rest (counted in :attr:`UnitCap.dropped`). Whether an element is kept depends

@@ -1,4 +1,4 @@
-"""Compiled kernel of the Misra-Gries sketch (spec §2, Algorithm 2): unit inserts (:func:`mg_update`)
+"""Compiled kernel of the Misra-Gries sketch (docs/ALGORITHMS.md §2, Algorithm 2): unit inserts (:func:`mg_update`)
 and weighted records (:func:`mg_update_weighted`, each exactly v unit inserts in a row).
 
 State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
@@ -301,7 +301,7 @@ def mg_lookup(keys, slot_keys, counts, table):
 
 
 # ---------------------------------------------------------------------------------------------
-# Weighted records (spec §2 "Weighted elements"): a record (x, v) is v unit inserts of x in a row.
+# Weighted records (docs/ALGORITHMS.md §2 "Weighted elements"): a record (x, v) is v unit inserts of x in a row.
 # ---------------------------------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 For tests and evaluation only: these results are raw data and must never be published as if
 private. Bottom-up from level h to the root (level 0), a prefix is an HHH when its *residual*
 count — the elements under it that are not under an already selected descendant — is >= τ.
-With ``weights`` (weighted records, spec §2) every count is a sum of weights: a record of weight v
+With ``weights`` (weighted records, docs/ALGORITHMS.md §2 "Weighted elements") every count is a sum of weights: a record of weight v
 counts as v elements, exactly as the sketches insert it.
 """
 

@@ -1,10 +1,10 @@
-"""Hierarchies over which heavy hitters are sought (spec §1).
+"""Hierarchies over which heavy hitters are sought (docs/ALGORITHMS.md §1).
 
 A hierarchy has levels ``0 .. h``: level 0 is the root (everything), level ``h`` the fully
 specified element, and levels ``1 .. h`` are sketched. Each hierarchy turns a batch of *values*
 (numpy arrays, or lists of strings for paths) into integer **sketch keys** per level with a
 vectorised generalisation, formats a key as a prefix label, finds a key's ancestors, and gives a
-fixed, public, data-independent **partition hash** of each key (spec §2) computed from the prefix
+fixed, public, data-independent **partition hash** of each key (docs/ALGORITHMS.md §2) computed from the prefix
 itself, never from arrival order.
 
 * :class:`IPv4Hierarchy` — prefix lengths, default ``(8, 16, 24, 32)``; keys are the masked

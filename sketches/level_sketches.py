@@ -1,4 +1,4 @@
-"""One Misra-Gries sketch per (level, partition) over a hierarchy (spec §2).
+"""One Misra-Gries sketch per (level, partition) over a hierarchy (docs/ALGORITHMS.md §2).
 
 :class:`LevelSketches` expands each batch of values to every sketched level, routes each key to
 its partition (:func:`~sketches.partition.partition_of`) and inserts it, in input order, into that

@@ -1,4 +1,4 @@
-"""The Misra-Gries sketch of Algorithm 2 (Lebeda–Tětek variant), exactly (spec §2).
+"""The Misra-Gries sketch of Algorithm 2 (Lebeda–Tětek variant), exactly (docs/ALGORITHMS.md §2).
 
 Guarantee: after a stream of ``n`` unit-weight elements, every real key ``x`` has
 ``f(x) − n/(κ+1) <= C[x] <= f(x)`` (keys outside the sketch have ``C[x] = 0``); more tightly
@@ -10,7 +10,7 @@ replaces a key (Algorithm 2 step 3) it takes the zero-counter slot holding the *
 "at most 2 keys in one sketch and not the other" true (see :mod:`sketches._mg_kernel`). Dummy keys
 (negative) fill unused slots and are never output.
 
-Weighted records (spec §2 "Weighted elements"): ``update(keys, weights)`` inserts a record with
+Weighted records (docs/ALGORITHMS.md §2 "Weighted elements"): ``update(keys, weights)`` inserts a record with
 key x and integer weight v >= 1 **exactly as v unit inserts of x in a row** — the state (slots,
 counters, ``total``, ``decrements``, serialised bytes) is the one those unit inserts leave — never
 in O(v) time: O(1) per record plus one O(κ) pass per record that takes decrement-all steps (never
@@ -75,12 +75,12 @@ def _int64_weights(weights: np.ndarray | Iterable[int], owner: str) -> np.ndarra
 
 
 def clip_weights(weights: np.ndarray | Iterable[int], cap: int, owner: str = "clip_weights") -> np.ndarray:
-    """``min(v, cap)`` for every weight v, as int64: the public weight cap W of spec §2.
+    """``min(v, cap)`` for every weight v, as int64: the public weight cap W of docs/ALGORITHMS.md §2.
 
     Raises ValueError whose message starts with ``owner`` (name the caller, e.g. a connector)
     unless ``weights`` is a 1-D integer array (or sequence) whose every entry is >= 1 and ``cap``
     is an integer in 1..2**63 − 1. A clipped record of weight v is at most W unit elements, the
-    bound the group-privacy calibration of spec §2 relies on.
+    bound the group-privacy calibration of docs/ALGORITHMS.md §2 "Weighted elements" relies on.
     """
     if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or not (1 <= cap <= _INT64_MAX):
         raise ValueError(f"{owner}: the weight cap must be an integer in 1..2**63-1, got {cap!r}")

@@ -1,4 +1,4 @@
-"""Key-space partitioning per level (spec §2: parallelism without merging).
+"""Key-space partitioning per level (docs/ALGORITHMS.md §2: parallelism without merging).
 
 Element ``x`` goes, at level ℓ, to partition ``hash(prefix_ℓ(x)) mod P`` where ``hash`` is the
 hierarchy's fixed public :meth:`~sketches.hierarchy.Hierarchy.key_hash`. One element touches

@@ -1,1 +1,75 @@
-"""placeholder"""
+"""The stream engine, the batch job and the ``dphhh`` command line.
+
+``import stream`` imports nothing else: the few names re-exported here are resolved lazily, on
+first use (PEP 562), and none of them pulls in PyFlink or the Kafka client. The Flink job itself
+(:mod:`stream.job`, :mod:`stream.operators`) needs PyFlink and is imported only by whoever runs it.
+
+Modules:
+
+* :mod:`stream.cli` — the ``dphhh`` command line (``run``, ``demo``, ``hhh``, ``exact``, ``plan``,
+  ``snapshot``, ``dashboard`` …);
+* :mod:`stream.batch` — the batch job: one window = the whole input file (``dphhh hhh`` and
+  ``dphhh exact``; :func:`batch_report`, :func:`exact_report`);
+* :mod:`stream.config` — the job's configuration: one TOML file, environment and flag overrides
+  (:func:`load_config`, :class:`JobConfig`);
+* :mod:`stream.job` — the Flink job graph and its submission (embedded MiniCluster by default;
+  imports PyFlink);
+* :mod:`stream.operators` — the job's operators: thin PyFlink adapters around plain logic;
+* :mod:`stream.flink_entry` — the job's entry point for ``flink run`` (session or application
+  cluster);
+* :mod:`stream.decode_batch` — what the ``decode`` operator does with one batch of messages (no
+  Flink);
+* :mod:`stream.message_batch` — the batch records of the Java ``MessageBatcher`` operator, read in
+  Python;
+* :mod:`stream.assembler` — the release operator's logic: one window's sketch releases → one
+  report, exactly once;
+* :mod:`stream.schedule` — the public release schedule and the per-element acceptance rule
+  (:class:`ReleaseSchedule`);
+* :mod:`stream.clock` — the live job's clock records on its own input partitions;
+* :mod:`stream.ledger` — the durable release ledger: a window's report is computed and published
+  once;
+* :mod:`stream.runner` — running the job from the CLI: broker, topics, producers, the job, report
+  printing;
+* :mod:`stream.broker` — the local development broker as the CLI and the tests see it;
+* :mod:`stream.reports_stall` — noticing readers of the reports topic held back by an open
+  transaction;
+* :mod:`stream.report_metrics` — Prometheus metrics of the published reports;
+* :mod:`stream.metrics_catalog` — the catalogue of exported metrics (dashboards and their tests);
+* :mod:`stream.dashboard` — ``dphhh dashboard``, a small live web page of the latest reports;
+* :mod:`stream.plan_cli` — ``dphhh plan``: what a setting can detect, before deploying;
+* :mod:`stream.snapshot_cli` — ``dphhh snapshot hhh|inftda|ahead|lue`` over one snapshot file;
+* :mod:`stream.errors` — errors the stream commands report to the user (:class:`JobFailed`).
+* :mod:`stream.paths` — where the project's files are: the checkout, the bundled captures
+  (``$DPHHH_DATA`` overrides), a capture by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> submodule it is re-exported from (imported on first access only)
+_LAZY = {
+    "batch_report": "batch",
+    "exact_report": "batch",
+    "Weighting": "batch",
+    "JobConfig": "config",
+    "ConfigError": "config",
+    "load_config": "config",
+    "ReleaseSchedule": "schedule",
+    "JobFailed": "errors",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

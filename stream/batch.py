@@ -13,11 +13,11 @@ content) and classified as in :mod:`connectors.skips`:
   run (``wrong_family``, ``not_ipv4``), a dotted quad in an IPv6 run (``wrong_family``), a path of
   another depth (``bad_path_depth``, ``bad_path_too_deep``) — and their count is never shown.
 
-The private report carries no count of records at all (spec §0.1 f): its ``diagnostics`` is
+The private report carries no count of records at all (docs/ALGORITHMS.md §0.1 f): its ``diagnostics`` is
 empty. An input without a single element raises :class:`NoReadableInput`, whose message names
 no count.
 
-Weighted records (:class:`Weighting`, spec §2 "Weighted elements"): flow-JSON files
+Weighted records (:class:`Weighting`, docs/ALGORITHMS.md §2 "Weighted elements"): flow-JSON files
 (:mod:`connectors.flow_json`) weighted by their ``packets`` or ``bytes``, or captures weighted by
 each packet's IPv4 length (``bytes``). Each weight is clipped to the public cap W and inserted as
 that many unit elements; the report's guarantee is then per record, by group privacy over W.

@@ -208,7 +208,7 @@ def format_report(report: dict[str, Any]) -> str:
         )
     if not report["hhh"]:
         lines.append("  (no prefix reported)")
-    # No "skipped records" line: a report carries no count of records (spec §0.1 f); the batch
+    # No "skipped records" line: a report carries no count of records (docs/ALGORITHMS.md §0.1 f); the batch
     # command prints the count of unparsable records on stderr as an operational line instead.
     return "\n".join(lines)
 

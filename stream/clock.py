@@ -1,4 +1,4 @@
-"""The live job's clock: records the job appends to its own input partitions (spec §0.1 e).
+"""The live job's clock: records the job appends to its own input partitions (docs/ALGORITHMS.md §0.1 e).
 
 A live job releases window W when its input has been consumed up to the broker's wall-clock time
 ``end(W) + grace``. The broker stamps every record with its log-append time, and a partition's log

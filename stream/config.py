@@ -53,7 +53,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "json_field": "ip",
         "json_time_field": "",
         # one-element formats (text-ipv4, json, path): a longer message is dead-lettered as "oversized";
-        # packed formats are decoded element by element whatever their size (spec §0.1 e)
+        # packed formats are decoded element by element whatever their size (docs/ALGORITHMS.md §0.1 e)
         "max_message_bytes": 1 << 20,
         # format flow-json (a collector's JSON flow records, connectors/flow_json.py):
         "flow_schema": "pmacct",  # pmacct (nfacctd/sfacctd kafka plugin) | goflow2

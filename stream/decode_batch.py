@@ -12,7 +12,7 @@ Message by message, exactly as if each had arrived alone (the batcher keeps orde
   input order kept. A packed message is decoded element by element whatever its size; all its
   elements share the message's timestamp and so its verdict.
 
-Nothing here depends on a watermark or on any other message (spec §0.1 e).
+Nothing here depends on a watermark or on any other message (docs/ALGORITHMS.md §0.1 e).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ __all__ = ["ROOT", "METRIC_INCLUDES", "latest_checkpoint", "ensure_jars", "ensur
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / "deploy" / "jars" / "flink"
-#: Flink's Prometheus reporter exports only these metrics (``filter.includes``; spec §0.1 f): dphhh's
+#: Flink's Prometheus reporter exports only these metrics (``filter.includes``; docs/ALGORITHMS.md §0.1 f): dphhh's
 #: own operator counters (the public schedule's windows and the dead letters of records that are not
 #: elements; :mod:`stream.metrics_catalog`) and the job's restart count.
 #: Everything else Flink measures — records, bytes, offsets, lag, watermarks, busy and back-pressure

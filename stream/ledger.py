@@ -3,7 +3,7 @@
 Before a report leaves the release operator it is written here (atomically: temporary file,
 ``fsync``, rename, directory ``fsync``). When a window is released again after a failure and
 restore, the stored bytes are republished unchanged instead of being recomputed with fresh noise
-(spec §0 (b)). A disk-full or unwritable ledger raises :class:`LedgerError` and nothing is
+(docs/ALGORITHMS.md §0 (b)). A disk-full or unwritable ledger raises :class:`LedgerError` and nothing is
 published for that window.
 """
 
@@ -98,7 +98,7 @@ class ReleaseLedger:
         """The deployment's schedule origin (its first window): stored durably on first call,
         returned ever after (``first_window`` is then ignored).
 
-        Every window from this one on gets exactly one report (spec §0.1 d). It is
+        Every window from this one on gets exactly one report (docs/ALGORITHMS.md §0.1 d). It is
         public: the configured ``window.origin`` or the window of the deployment's first start —
         never the time of an element — and it lives here, not in Flink state, so that it survives
         restores from any checkpoint and is the same for every operator of the job.

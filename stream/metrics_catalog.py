@@ -1,6 +1,6 @@
 """The catalogue of metrics dphhh exports, by endpoint (used by the dashboards and their tests).
 
-Every exported metric is public or computed from published reports (spec §0.1 f):
+Every exported metric is public or computed from published reports (docs/ALGORITHMS.md §0.1 f):
 
 * Flink's Prometheus reporter (``flink.prometheus_port``) exports an **allow-list**
   (:data:`stream.job.METRIC_INCLUDES`): dphhh's operator counters, named

@@ -18,7 +18,7 @@
 Each operator has a stable id (its Flink ``uid``, its state names' prefix and its metric group).
 Raw counts and addresses never reach a log line, a metric or an exception message; the only
 counters are the public schedule's (windows released, republished, refused) and the dead letters
-of records that are not elements (spec §0.1 f).
+of records that are not elements (docs/ALGORITHMS.md §0.1 f).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np
 #                 this partition) — IPv4, P > 1. IPv4 keys are masked addresses, so shipping the
 #                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
 #   _IPV4_W, _IPV4_MASKED_W: the same followed by each address's record weight (int64, already
-#                 clipped to the public cap) — weighted flow records (spec §2 "Weighted elements").
+#                 clipped to the public cap) — weighted flow records (docs/ALGORITHMS.md §2 "Weighted elements").
 _KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W = 0, 1, 2, 3, 4
 
 
@@ -300,7 +300,7 @@ class _Counters:
 #: Dead-letter reasons counted in the job's metrics: records that hold no element (unparsable,
 #: operational; the same classification as the batch commands', :data:`connectors.skips.UNPARSABLE`).
 #: Valid records of another kind (``wrong_family``, a path of another depth) and elements the schedule
-#: rejects (:data:`stream.schedule.ELEMENT_REASONS`) are dead-lettered but never counted (spec §0.1 f).
+#: rejects (:data:`stream.schedule.ELEMENT_REASONS`) are dead-lettered but never counted (docs/ALGORITHMS.md §0.1 f).
 COUNTED_REASONS = frozenset(r for r in REASONS if is_unparsable(r)) | {"no_timestamp", "bad_batch"}
 
 
@@ -413,7 +413,7 @@ def _released(schedule, window: int, ctx) -> bool:
 class CapOperator(KeyedProcessFunction):
     """Keyed by unit shard: at most ``privacy.unit_cap`` elements per unit and window go on to the
     sketches (the first ones in arrival order); the excess is dropped (and not counted anywhere:
-    the number would track the data, spec §0.1 f)."""
+    the number would track the data, docs/ALGORITHMS.md §0.1 f)."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values

@@ -99,7 +99,7 @@ def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> Loc
 
 #: In the ledger: a live schedule's ``window.until`` once its last report is committed and the job stopped.
 SCHEDULE_ENDED = "schedule-ended"
-#: A live job's input topic: every record carries the broker's arrival time (spec §0.1 e).
+#: A live job's input topic: every record carries the broker's arrival time (docs/ALGORITHMS.md §0.1 e).
 LIVE_INPUT_TOPIC = {"message.timestamp.type": "LogAppendTime"}
 #: The job's output topics keep the timestamps the job writes (a report's: its scheduled time).
 OUTPUT_TOPIC = {"message.timestamp.type": "CreateTime"}

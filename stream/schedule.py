@@ -1,4 +1,4 @@
-"""The public release schedule and the per-element acceptance rule (spec §0.1 d, e, g).
+"""The public release schedule and the per-element acceptance rule (docs/ALGORITHMS.md §0.1 d, e, g).
 
 Windows are tumbling, ``size_ms`` long, aligned to multiples of ``size_ms`` since the epoch, and the
 schedule covers every window from ``origin_ms`` on (up to ``until_ms``, exclusive, if set). The

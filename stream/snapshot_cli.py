@@ -9,7 +9,7 @@ document (schema ``dphhh.snapshot/1``):
 own dict>, "answers": [...]}`` (``params`` and ``guarantees`` repeat the mechanism's own, so that
 every document has the same envelope; ``input.out_of_domain`` states the module's rule in words).
 
-**No count of records** is in the document or on stderr (spec §0.1 f): not the number read, not
+**No count of records** is in the document or on stderr (docs/ALGORITHMS.md §0.1 f): not the number read, not
 the number skipped, not the number outside the domain. The only count printed is that of
 *unparsable* rows (not UTF-8, not an address, a bad csv/JSON row, not an integer, a missing
 column), on one stderr line labelled "operational, not private". Valid records of another kind

@@ -1,4 +1,4 @@
-"""AHEAD: adaptive hierarchical decomposition for range queries under local DP (spec §8).
+"""AHEAD: adaptive hierarchical decomposition for range queries under local DP (docs/ALGORITHMS.md §8).
 
 Du et al., "AHEAD: Adaptive Hierarchical Decomposition for Range Query under Local Differential
 Privacy" (CCS 2021). Guarantee: **ε-local DP, each user's value, one report per user.** Users are

@@ -1,4 +1,4 @@
-"""Non-streaming DP-HHH: Algorithm 1 of Biswas et al., corrected (spec §6).
+"""Non-streaming DP-HHH: Algorithm 1 of Biswas et al., corrected (docs/ALGORITHMS.md §6).
 
 Guarantee: for neighbouring snapshots (one element added or removed), :func:`algorithm1_hhh` is
 (ε, δ)-DP for the user's **final** (ε, δ) of :class:`OfflineHHHParams`. Theorem 3.6.1 shows that
@@ -15,7 +15,7 @@ selected p is released as F + DLap(1/ξ). The release uses the discrete Laplace 
 :mod:`privacy.noise` (P(k) ∝ exp(−ξ|k|)), which is ξ-DP for a sensitivity-1 integer query exactly as
 Lap(1/ξ) is, and gives integer output without the floating-point low-bit leak of continuous noise.
 
-Floating point (Mironov 2012; spec §3 "Integer counts"): the only printed numbers are the released
+Floating point (Mironov 2012; docs/ALGORITHMS.md §3 "Integer counts"): the only printed numbers are the released
 counts F + DLap(1/ξ), integers (F is an integer count, the noise an integer), so their low-order
 bits carry nothing. The selection noise w_p, v_p stays continuous :func:`privacy.noise.laplace`
 in doubles, but it is never printed: only the bit "F + w_p + v_p >= τ" leaves (through the

@@ -1,4 +1,4 @@
-"""Baseline offline DP-HHH: per-level stability histograms, HHH by post-processing (spec §6).
+"""Baseline offline DP-HHH: per-level stability histograms, HHH by post-processing (docs/ALGORITHMS.md §6).
 
 Mechanism, for final (ε, δ) and h levels: at every level ℓ = 1 … h, every node p with exact count
 f(p) > 0 gets C̃(p) = f(p) + DLap(h/ε) (discrete Laplace, P(k) ∝ exp(−ε|k|/h)) and is released iff
@@ -9,7 +9,7 @@ one count by one per level; a count that exists on one side only is 1 and passes
 P(DLap(h/ε) >= (h/ε)·ln(h/δ)) <= δ/h, so each level is an (ε/h, δ/h)-DP stability histogram and the
 h levels compose to (ε, δ). The root is not released or reported.
 
-Floating point (Mironov 2012; spec §3 "Integer counts"): every noisy count is an integer plus integer
+Floating point (Mironov 2012; docs/ALGORITHMS.md §3 "Integer counts"): every noisy count is an integer plus integer
 discrete Laplace noise compared with ⌈T⌉ in integers, and the reported r̃(p) are integer
 differences of them, so printed values carry no low-order-bit side channel.
 

@@ -1,13 +1,13 @@
-"""Offline (snapshot) DP hierarchical heavy hitters: shared types (spec §6).
+"""Offline (snapshot) DP hierarchical heavy hitters: shared types (docs/ALGORITHMS.md §6).
 
 A snapshot is a finite multiset of values (IPv4/IPv6 addresses, paths) over a
 :class:`~sketches.hierarchy.Hierarchy` with levels ``0 .. h``. Two snapshots are **neighbours**
-if one has one extra element (add or remove one element, spec §0).
+if one has one extra element (add or remove one element, docs/ALGORITHMS.md §0).
 
 Two mechanisms compute a private HHH set with noisy *conditioned* counts from the exact counts:
 
 * :func:`~privacy.offline.hhh_algorithm1.algorithm1_hhh` — Algorithm 1 of the DP-HHH paper,
-  corrected (spec §6); noise independent of h but with large constants and a threshold guard;
+  corrected (docs/ALGORITHMS.md §6); noise independent of h but with large constants and a threshold guard;
 * :func:`~privacy.offline.hhh_baseline.stability_histogram_hhh` — per-level stability
   histograms with discrete Laplace noise of scale ``h/ε``, HHH by post-processing;
 

@@ -1,4 +1,4 @@
-"""Choose between Algorithm 1 and the stability-histogram baseline for an offline HHH (spec §6).
+"""Choose between Algorithm 1 and the stability-histogram baseline for an offline HHH (docs/ALGORITHMS.md §6).
 
 The planner predicts, from public quantities only — h, τ, the final (ε, δ), β and a stream size n —
 two error bounds for each mechanism, each meant to hold with probability about 1 − β:

@@ -1,4 +1,4 @@
-"""InfTDA: integer, non-negative, consistent hierarchical counts under zCDP (spec §7).
+"""InfTDA: integer, non-negative, consistent hierarchical counts under zCDP (docs/ALGORITHMS.md §7).
 
 TopDown over a hierarchy (Boninsegna & Silvestri, corrected by the spec):
 

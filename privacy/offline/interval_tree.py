@@ -1,4 +1,4 @@
-"""Interval trees over an integer domain [1, n] for hierarchical range counting (spec §9).
+"""Interval trees over an integer domain [1, n] for hierarchical range counting (docs/ALGORITHMS.md §9).
 
 A tree partitions the domain recursively: the root is ``[1, n]``, the children of a node are
 non-empty, contiguous intervals, in increasing order, that partition their parent, and every leaf

@@ -1,4 +1,4 @@
-"""IntOPT: integer Chebyshev projection onto non-negative vectors with a given sum (spec §7).
+"""IntOPT: integer Chebyshev projection onto non-negative vectors with a given sum (docs/ALGORITHMS.md §7).
 
 Given integer noisy counts ``x̃`` (length k) and a target total ``c >= 0``, IntOPT returns integers
 ``y >= 0`` with ``Σy = c`` minimising ``‖y − x̃‖∞``, choosing among the optima the one that lowers
@@ -6,7 +6,7 @@ Given integer noisy counts ``x̃`` (length k) and a target total ``c >= 0``, Int
 it never looks at exact data. Floating point (Mironov 2012): safe — integers in, integers out,
 integer arithmetic only.
 
-Algorithm (spec §7, with ``z = y − x̃``):
+Algorithm (docs/ALGORITHMS.md §7, with ``z = y − x̃``):
 
 1. if ``c = 0`` return zeros;
 2. ``z_j = max(⌈(c − Σx̃)/k⌉, −x̃_j)`` and ``t = max_j |z_j|`` (a lower bound on the optimum);

@@ -1,4 +1,4 @@
-"""Local-DP frequency oracles: OUE and GRR (Wang et al., USENIX Security 2017), spec §8.
+"""Local-DP frequency oracles: OUE and GRR (Wang et al., USENIX Security 2017), docs/ALGORITHMS.md §8.
 
 Guarantee: every client function (:func:`perturb_oue`, :func:`perturb_grr` and their batch
 forms, which apply the same per-user randomiser independently to each user) is ε-local-DP: for

@@ -1,4 +1,4 @@
-"""LUE-DPTree (spec §9; Kang et al. 2016): heteroscedastic discrete Laplace noise on an arbitrary
+"""LUE-DPTree (docs/ALGORITHMS.md §9; Kang et al. 2016): heteroscedastic discrete Laplace noise on an arbitrary
 interval tree, budgets that minimise the expected range-query error, and BLUE consistency.
 
 Mechanism. The data are elements with integer values in ``[1, n]`` (or their histogram). For an
@@ -7,7 +7,7 @@ integer count plus **discrete Laplace** noise with P(k) ∝ exp(−ε_x·|k|), i
 (:func:`privacy.noise.discrete_laplace_elementwise`, one scale per node, from the secure source
 unless a seed is injected). The per-node budgets ε_x are chosen before seeing the data (from the
 tree and a public query workload) so that the budgets on every root-to-leaf path sum to at most ε
-(exactly ε for the optimal budgets). Every released node value is an integer (spec §3 "Integer
+(exactly ε for the optimal budgets). Every released node value is an integer (docs/ALGORITHMS.md §3 "Integer
 counts").
 
 Guarantee. ε-DP with δ = 0 with respect to adding or removing one element. Proof: adding or
@@ -36,7 +36,7 @@ its pmf equals the ideal one only up to that resolution: one geometric is within
 therefore (ε, δ_s)-DP with δ_s <= (1 + e^ε)·Σ_path of that distance, far below any δ a user would
 set, and no single output reveals the input as with the floating-point attack.
 
-Budgets (spec §9). With uniformly random range queries a node x is used by the canonical
+Budgets (docs/ALGORITHMS.md §9). With uniformly random range queries a node x is used by the canonical
 decomposition of a query with probability P_x (:func:`uniform_coverage`), and answering by
 canonical decomposition has expected squared error Σ P_x·σ_x². The spec's budgets minimise it for
 σ_x² = 2/ε_x² (continuous Laplace) subject to every path summing to ε: K_leaf = 2P_leaf,
@@ -54,7 +54,7 @@ smaller than 2/ε_x². ``noise="laplace"`` gives the spec's analytic model σ_x�
 the paper's regression anchors (10.667 / 8.250 / 6.667 / 5.357) are stated; the mechanism never
 adds continuous noise.
 
-BLUE (spec §9): weighted least squares of the leaf counts given all noisy node values with
+BLUE (docs/ALGORITHMS.md §9): weighted least squares of the leaf counts given all noisy node values with
 variances σ_x², computed in two linear passes; the output is consistent (every parent equals the
 sum of its children), so every covering of a range gives the same answer; :meth:`LueResult.answer`
 uses the canonical decomposition (the fewest nodes).
@@ -120,7 +120,7 @@ class LueParams:
     """Parameters of one LUE-DPTree release.
 
     * ``epsilon``: total budget; the release is ε-DP (δ = 0) for adding/removing one element.
-    * ``budgets``: ``"optimal"`` (spec §9 formulas for the query workload) or ``"uniform"``
+    * ``budgets``: ``"optimal"`` (docs/ALGORITHMS.md §9 formulas for the query workload) or ``"uniform"``
       (ε/height per node, the homoscedastic baseline).
     * ``blue``: post-process with BLUE consistency (default) or answer from the raw noisy nodes.
     * ``uniform_floor``: with a supplied query workload, the optimal budgets use the coverage of
@@ -236,7 +236,7 @@ def _coverage(tree: IntervalTree, wl: Workload | None, floor: float) -> np.ndarr
 
 
 def optimal_budgets(tree: IntervalTree, epsilon: float, coverage: np.ndarray | None = None) -> np.ndarray:
-    """Budgets minimising Σ P_x·2/ε_x² subject to every root-to-leaf path summing to ε (spec §9).
+    """Budgets minimising Σ P_x·2/ε_x² subject to every root-to-leaf path summing to ε (docs/ALGORITHMS.md §9).
 
     ``coverage`` defaults to :func:`uniform_coverage`; every P_x must be > 0.
     """
@@ -321,7 +321,7 @@ def noisy_node_values(
     trials: int | None = None,
 ) -> np.ndarray:
     """Every node's integer count plus discrete Laplace noise of scale 1/ε_x (P(k) ∝ e^{−ε_x|k|}),
-    the only randomised step (spec §9, §3 "Integer counts").
+    the only randomised step (docs/ALGORITHMS.md §9, §3 "Integer counts").
 
     ``node_counts`` must be integers (an integer dtype, or floats with integer values).
     ``budgets`` must be positive; with path sums <= ε the output is ε-DP (δ = 0) for adding or
@@ -365,7 +365,7 @@ def _col(v: np.ndarray, like: np.ndarray) -> np.ndarray:
 def blue_estimates(
     tree: IntervalTree, noisy: np.ndarray, budgets: np.ndarray, *, noise: str = MECHANISM_NOISE
 ) -> np.ndarray:
-    """BLUE-consistent node values from the noisy ones (spec §9), with σ_x² from
+    """BLUE-consistent node values from the noisy ones (docs/ALGORITHMS.md §9), with σ_x² from
     :func:`node_variances` (default: the discrete Laplace's exact variance, the noise the
     mechanism adds; ``noise="laplace"``: the spec's 2/ε_x²).
 

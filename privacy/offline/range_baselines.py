@@ -1,4 +1,4 @@
-"""Baselines for local-DP range queries (spec §8): HIO and Uni.
+"""Baselines for local-DP range queries (docs/ALGORITHMS.md §8): HIO and Uni.
 
 * HIO (Wang et al., SIGMOD 2019, as described in the AHEAD paper): a complete tree with fan-out
   ``b`` per dimension over the (padded) domain; the users are split at random into one group per

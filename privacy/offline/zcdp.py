@@ -1,4 +1,4 @@
-"""Zero-concentrated differential privacy (zCDP) ↔ (ε, δ)-DP conversion (spec §7).
+"""Zero-concentrated differential privacy (zCDP) ↔ (ε, δ)-DP conversion (docs/ALGORITHMS.md §7).
 
 A ρ-zCDP mechanism (Bun & Steinke 2016) is (ε, δ)-DP for every δ in (0, 1) with
 

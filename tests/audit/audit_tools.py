@@ -1,4 +1,4 @@
-"""Statistical privacy audit (spec §10): a lower bound on ε from samples on neighbouring inputs.
+"""Statistical privacy audit (docs/ALGORITHMS.md §10): a lower bound on ε from samples on neighbouring inputs.
 
 Unit tests cannot show privacy; an audit can show its absence. Given samples of a scalar
 statistic of the mechanism's output on neighbouring inputs A and B:

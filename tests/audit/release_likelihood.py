@@ -1,6 +1,6 @@
-"""Exact log-likelihoods of a sketch release's noisy output, for the privacy audits (spec §10).
+"""Exact log-likelihoods of a sketch release's noisy output, for the privacy audits (docs/ALGORITHMS.md §10).
 
-The audits of the stream release (spec §3, §5) threshold the exact log-likelihood ratio (LLR)
+The audits of the stream release (docs/ALGORITHMS.md §3, §5) threshold the exact log-likelihood ratio (LLR)
 of the observed output under two neighbouring inputs. The sketch states are deterministic and
 known, and all noise is discrete Laplace with known scales (``P(k) = c·q^|k|``, ``q = e^{-1/b}``,
 ``c = tanh(1/(2b))``, :func:`privacy.noise.discrete_laplace_pmf`), so the likelihood of an
@@ -232,5 +232,5 @@ def sketch_log_likelihood(
 
 
 def size_log_likelihood(noisy: np.ndarray, n: int, scale: float) -> np.ndarray:
-    """Exact ``log P(ñ)`` of noisy sub-stream sizes ``ñ = n + DLap(scale)`` (spec §5)."""
+    """Exact ``log P(ñ)`` of noisy sub-stream sizes ``ñ = n + DLap(scale)`` (docs/ALGORITHMS.md §5)."""
     return log_dlap(np.asarray(noisy) - n, scale)

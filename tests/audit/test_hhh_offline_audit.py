@@ -1,4 +1,4 @@
-"""Privacy audits of the offline DP-HHH mechanisms (spec §6, §10).
+"""Privacy audits of the offline DP-HHH mechanisms (docs/ALGORITHMS.md §6, §10).
 
 Algorithm 1 (corrected) is audited against the user's **final** (ε, δ) = (1, 1e-6) at h = 4 and a τ
 just above its guard, on neighbouring snapshots X and X' = X + one element, following the cases of

@@ -1,4 +1,4 @@
-"""Privacy audit of InfTDA (spec §7, §10).
+"""Privacy audit of InfTDA (docs/ALGORITHMS.md §7, §10).
 
 InfTDA releases post-processing (IntOPT, dropping zeros) of Gaussian-mechanism outputs: the root
 count (add/remove only) and, per level, the children of kept parents in a public domain. The

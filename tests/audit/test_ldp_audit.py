@@ -1,4 +1,4 @@
-"""Privacy audits of the local-DP client perturbation (spec §10; used by AHEAD and HIO, spec §8).
+"""Privacy audits of the local-DP client perturbation (docs/ALGORITHMS.md §10; used by AHEAD and HIO, docs/ALGORITHMS.md §8).
 
 Local DP protects each user's report: the neighbouring inputs are one user's value ``v`` versus
 ``v'``. Each audit draws 10^6 reports per side from the real vectorised client code

@@ -1,4 +1,4 @@
-"""Privacy audit of the LUE-DPTree release (spec §9, §10) with its discrete Laplace noise.
+"""Privacy audit of the LUE-DPTree release (docs/ALGORITHMS.md §9, §10) with its discrete Laplace noise.
 
 Neighbouring inputs follow the proof: adding one element with value v changes by 1 exactly the
 counts of the nodes on the root-to-leaf path of leaf [v, v] (one node per level of that path), so

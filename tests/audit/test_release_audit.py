@@ -1,4 +1,4 @@
-"""Privacy audits of ``release_level`` (spec §3) and the private sub-stream sizes (spec §5).
+"""Privacy audits of ``release_level`` (docs/ALGORITHMS.md §3) and the private sub-stream sizes (docs/ALGORITHMS.md §5).
 
 Neighbouring sketch states follow the cases of Lemma 4.1.1 / the proof of Theorem 4.1.2:
 * ``one_differs``: one counter differs by one, all else equal (keys near and above T*);

@@ -1,4 +1,4 @@
-"""The exact likelihoods the audits threshold (spec §3, §10) agree with brute force and the sampler.
+"""The exact likelihoods the audits threshold (docs/ALGORITHMS.md §3, §10) agree with brute force and the sampler.
 
 An audit built on a wrong likelihood would still be valid (any statistic gives a valid bound) but
 could lose its power silently, so the closed forms of :mod:`.release_likelihood` are checked here

@@ -1,4 +1,4 @@
-"""Privacy audit of user-level privacy (spec §0 and §10): unit cap + group calibration.
+"""Privacy audit of user-level privacy (docs/ALGORITHMS.md §0 and §10): unit cap + group calibration.
 
 Neighbouring streams differ in **all elements of one privacy unit** u:
 

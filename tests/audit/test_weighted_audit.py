@@ -1,4 +1,4 @@
-"""Privacy audit of weighted records (spec §2 "Weighted elements", §10): weight cap + group calibration.
+"""Privacy audit of weighted records (docs/ALGORITHMS.md §2 "Weighted elements", §10): weight cap + group calibration.
 
 Neighbouring streams differ in **one record of weight W** (a flow record counted by packets):
 

@@ -1,12 +1,12 @@
-"""Privacy audit of one whole window's release at h = 4 levels, P = 2 key partitions (spec §10).
+"""Privacy audit of one whole window's release at h = 4 levels, P = 2 key partitions (docs/ALGORITHMS.md §10).
 
-Mechanism under audit, as the stream job runs it (spec §2, §3, §5): every (level, partition)
+Mechanism under audit, as the stream job runs it (docs/ALGORITHMS.md §2, §3, §5): every (level, partition)
 sketch is released by :func:`privacy.window.release_sketch` — Algorithm 3 (``fresh``) at the
 release budget ``((1 − s)·ε, δ)`` over h levels, and its sub-stream size ``n + DLap(h/(s·ε))`` at
 the size budget ``(s·ε, 0)`` (``HHHParams.size_budget``). The claim is (ε, δ) = (1, 1e-6) for the
 window with respect to one added element.
 
-Neighbours (:mod:`.window_neighbours`): for each case of the proof (spec §3, §10 item 1) streams
+Neighbours (:mod:`.window_neighbours`): for each case of the proof (docs/ALGORITHMS.md §3, §10 item 1) streams
 B and A = B + x are sketched by the job's ``LevelSketches``; x changes one sketch per level (the
 partition its prefix hashes to) and that sketch's size, nothing else (asserted). The sketches are
 deterministic; only the noise is drawn, 10^6 times per side, vectorised, through the same core
@@ -262,8 +262,8 @@ def _log_pass_probability(count: int, scales: ReleaseScales) -> float:
 
 
 def test_entering_keys_pass_with_probability_below_delta() -> None:
-    """δ analytically (spec §10 item 5): per level at most two keys differ, each with count <= 1
-    (Lemma 4.1.1, spec §2). Tight (docs/calibration.md §3.3): each level is charged
+    """δ analytically (docs/ALGORITHMS.md §10 item 5): per level at most two keys differ, each with count <= 1
+    (Lemma 4.1.1, docs/ALGORITHMS.md §2). Tight (docs/calibration.md §3.3): each level is charged
     2·e^(ε_ℓ)·P(1 + γ + w >= T_int) <= δ_ℓ = δ/h, so the h levels together at most δ. Paper: the
     event that any of the 2h such keys passes has probability <= 2h·P(1 + γ + w >= T_int) ≈
     1.3e-10, far below δ = 1e-6."""

@@ -1,9 +1,9 @@
-"""Neighbouring windows at h = 4, P = 2 for the window-release audit (spec §2, §3, §5, §10).
+"""Neighbouring windows at h = 4, P = 2 for the window-release audit (docs/ALGORITHMS.md §2, §3, §5, §10).
 
-Each case of the proof of the per-level release (Lemma 4.1.1, spec §2 and §3) is built through the
+Each case of the proof of the per-level release (Lemma 4.1.1, docs/ALGORITHMS.md §2 and §3) is built through the
 job's own sketching code (:class:`~sketches.level_sketches.LevelSketches`, ``ipv4:8,16,24,32``, P = 2
 key partitions): stream B, and stream A = B plus one element x at a fixed position. x's prefix at
-level ℓ goes to the partition ``hash(prefix_ℓ(x)) mod P`` (spec §2), so A and B differ in exactly
+level ℓ goes to the partition ``hash(prefix_ℓ(x)) mod P`` (docs/ALGORITHMS.md §2), so A and B differ in exactly
 one (level, partition) sketch per level — its counters as the case says, and its sub-stream size by
 one — and every other sketch is identical (:func:`check_neighbours` asserts all of it).
 
@@ -50,7 +50,7 @@ class Neighbours:
 
 
 def partitions_of(address: int) -> tuple[int, ...]:
-    """The partition of ``address``'s prefix at each level 1..h (spec §2)."""
+    """The partition of ``address``'s prefix at each level 1..h (docs/ALGORITHMS.md §2)."""
     values = np.array([address], dtype=np.uint32)
     return tuple(
         int(partition_of(HIERARCHY, HIERARCHY.keys(values, level), level, PARTITIONS)[0])

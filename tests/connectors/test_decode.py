@@ -26,7 +26,7 @@ def test_packed_bad_records(value, reason) -> None:
 
 def test_packed_messages_are_never_refused_for_their_size() -> None:
     """A packed message over max_message_bytes is decoded element by element (one more element must not
-    drop the message's others, spec §0.1 e); one-element formats still refuse oversized ones."""
+    drop the message's others, docs/ALGORITHMS.md §0.1 e); one-element formats still refuse oversized ones."""
     big = np.arange(1025, dtype=np.uint32).astype(">u4").tobytes()  # 4100 bytes
     for fmt in ("packed-ipv4", "packed-ipv4-pairs"):
         decoder = MessageDecoder(fmt, max_message_bytes=4096)

@@ -1,4 +1,4 @@
-"""The live schedule on the real job (spec §0.1 d, g): windows are released by the
+"""The live schedule on the real job (docs/ALGORITHMS.md §0.1 d, g): windows are released by the
 broker's wall clock whether or not anything arrives, also with a lagging subtask at parallelism 2."""
 
 from __future__ import annotations

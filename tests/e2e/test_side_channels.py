@@ -1,4 +1,4 @@
-"""Differential side-channel test through the real job (spec §0.1; issue 11).
+"""Differential side-channel test through the real job (docs/ALGORITHMS.md §0.1; issue 11).
 
 The live job runs on a stream X and, with the same test seed and the same arrival times relative to
 the schedule's origin, on X plus one element, for each placement a review found to leak:

@@ -1,4 +1,4 @@
-"""Algorithm 4 (spec §4), stream sizes (spec §5), the ledger and the report."""
+"""Algorithm 4 (docs/ALGORITHMS.md §4), stream sizes (docs/ALGORITHMS.md §5), the ledger and the report."""
 
 from __future__ import annotations
 

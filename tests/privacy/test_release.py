@@ -1,4 +1,4 @@
-"""Unit tests of ``release_level`` and its scales (spec §3)."""
+"""Unit tests of ``release_level`` and its scales (docs/ALGORITHMS.md §3)."""
 
 from __future__ import annotations
 

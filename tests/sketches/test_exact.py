@@ -1,4 +1,4 @@
-"""Tests of exact counting and the exact hierarchical heavy hitters (Definition 2.3.5, spec §4)."""
+"""Tests of exact counting and the exact hierarchical heavy hitters (Definition 2.3.5, docs/ALGORITHMS.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the generalisation hierarchies (spec §1) and their partition hash (spec §2)."""
+"""Tests of the generalisation hierarchies (docs/ALGORITHMS.md §1) and their partition hash (docs/ALGORITHMS.md §1; its use: §2 "Parallelism without merging")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the Misra-Gries sketch (spec §2, Algorithm 2 — Lebeda–Tětek variant)."""
+"""Tests of the Misra-Gries sketch (docs/ALGORITHMS.md §2, Algorithm 2 — Lebeda–Tětek variant)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from sketches.misra_gries import MAX_KAPPA, MisraGries, SketchFormatError
 
 # ---------------------------------------------------------------------------------------------
-# Literal reference of Algorithm 2 (spec §2), unit weights, ties broken by the smallest key.
+# Literal reference of Algorithm 2 (docs/ALGORITHMS.md §2), unit weights, ties broken by the smallest key.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -259,7 +259,7 @@ def test_slot_order_tie_break_breaks_the_lemma():
 
 
 def test_lemma_4_1_1_at_most_two_isolated_keys_per_side():
-    """Neighbouring sketches share all but at most 2 keys per side (|T ∩ T'| >= κ − 2, spec §2)."""
+    """Neighbouring sketches share all but at most 2 keys per side (|T ∩ T'| >= κ − 2, docs/ALGORITHMS.md §2)."""
     x_prime = _SLOT_ORDER_COUNTEREXAMPLE
     x = x_prime[:4] + [3] + x_prime[4:]
     big, small = MisraGries(4), MisraGries(4)

@@ -1,4 +1,4 @@
-"""Tests of key-space partitioning and per-(level, partition) sketches (spec §2)."""
+"""Tests of key-space partitioning and per-(level, partition) sketches (docs/ALGORITHMS.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Weighted records in the Misra-Gries sketch (spec §2 "Weighted elements", tracker issue 12).
+"""Weighted records in the Misra-Gries sketch (docs/ALGORITHMS.md §2 "Weighted elements", tracker issue 12).
 
 A record (x, v) with integer weight v >= 1 (already clipped to the public cap W) is defined as
 **v unit inserts of x in a row**. Every test here checks the implementation against that

@@ -175,7 +175,7 @@ def test_unknown_payload_kind_is_refused() -> None:
 def test_packed_messages_split_across_windows_keep_order() -> None:
     """Packed messages of several addresses land in their windows with every address, in order; a
     packed message far over max_message_bytes is decoded like any other (one more element must not
-    drop the others, spec §0.1 e)."""
+    drop the others, docs/ALGORITHMS.md §0.1 e)."""
     a, b, c = pack_ipv4(np.array([1, 2], np.uint32)), pack_ipv4(np.array([3], np.uint32)), b"\x00\x01"
     big = pack_ipv4(np.arange(5000, dtype=np.uint32))
     out = decode_batch(pack_batch([10, 1010, 20, 30], [a, b, c, big]), MessageDecoder("packed-ipv4", max_message_bytes=64),

@@ -1,4 +1,4 @@
-"""The job's metric allow-list (spec §0.1 f) under Flink's own filter, on Flink's real metric names.
+"""The job's metric allow-list (docs/ALGORITHMS.md §0.1 f) under Flink's own filter, on Flink's real metric names.
 
 ``data/flink_metric_identifiers.txt`` lists every metric a live dphhh job registers (logical scope,
 name, type; recorded by ``data/record_flink_metrics.py``). Flink's ``DefaultReporterFilters`` —

@@ -1,4 +1,4 @@
-"""No exact count of records in reports, snapshot documents or their messages (spec §0.1 f).
+"""No exact count of records in reports, snapshot documents or their messages (docs/ALGORITHMS.md §0.1 f).
 
 Every command runs on inputs with unusual numbers of valid records (12,347), valid records that
 are excluded — outside the domain, or of another kind (3,331) — and unparsable records (517).

@@ -1,4 +1,4 @@
-"""The public release schedule and the per-element acceptance rule (spec §0.1 d, e).
+"""The public release schedule and the per-element acceptance rule (docs/ALGORITHMS.md §0.1 d, e).
 
 The property that matters for privacy: whether (and where) an element is counted depends on that
 element and the public configuration only — never on the other elements of the stream. It is
@@ -75,7 +75,7 @@ _times = st.integers(min_value=0, max_value=40_000)
        st.sampled_from([LIVE, REPLAY]))
 def test_an_added_element_changes_nothing_for_the_others(stream, extra, at, mode) -> None:
     """For any stream X and any element e inserted anywhere, every element of X gets the same
-    verdict and window in X + e as in X (no coupling, spec §0.1 e)."""
+    verdict and window in X + e as in X (no coupling, docs/ALGORITHMS.md §0.1 e)."""
     s = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=300, until_ms=30_000,
                         max_future_ms=5000, max_past_ms=2000)
     events, arrivals = np.array([e for e, _ in stream], np.int64), np.array([a for _, a in stream], np.int64)

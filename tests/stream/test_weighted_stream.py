@@ -1,5 +1,5 @@
 """The stream job's weighted path without Flink: flow-JSON decode, clipped weights in the sketch
-payloads, and sketches equal to the batch path's (spec §2 "Weighted elements")."""
+payloads, and sketches equal to the batch path's (docs/ALGORITHMS.md §2 "Weighted elements")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Regression test for the floating-point attack on Laplace noise (Mironov 2012; spec §3 "Integer
+"""Regression test for the floating-point attack on Laplace noise (Mironov 2012; docs/ALGORITHMS.md §3 "Integer
 counts", §9) as it applied to LUE-DPTree before its noise became integer.
 
 The old release computed, per node, ``count + laplace(1.0) / ε_x`` in doubles. Exact rounding

@@ -1,4 +1,4 @@
-"""Offline DP-HHH (spec §6): Algorithm 1 (corrected), the stability-histogram baseline, the planner."""
+"""Offline DP-HHH (docs/ALGORITHMS.md §6): Algorithm 1 (corrected), the stability-histogram baseline, the planner."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_final_budget_maps_to_internal_parameters(epsilon: float, delta: float) 
 
 
 def test_guard_matches_the_spec_order_of_magnitude() -> None:
-    """At ε = 1, δ = 1e-6, h = 4, β = 0.05 the guard is about 7·10^5, as spec §6 states."""
+    """At ε = 1, δ = 1e-6, h = 4, β = 0.05 the guard is about 7·10^5, as docs/ALGORITHMS.md §6 states."""
     assert 6e5 < algorithm1_min_tau(4, 1.0, 1e-6, 0.05) < 8e5
 
 
@@ -427,7 +427,7 @@ def test_predicted_bounds_cover_realised_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Floating point (Mironov 2012; spec §3 "Integer counts")
+# Floating point (Mironov 2012; docs/ALGORITHMS.md §3 "Integer counts")
 # --------------------------------------------------------------------------------------------
 
 

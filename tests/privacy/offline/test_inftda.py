@@ -1,4 +1,4 @@
-"""Tests of InfTDA (spec §7): zCDP conversion, IntOPT, and the TopDown release."""
+"""Tests of InfTDA (docs/ALGORITHMS.md §7): zCDP conversion, IntOPT, and the TopDown release."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LUE-DPTree (spec §9): interval trees, coverage, budgets, release, BLUE and expected errors."""
+"""LUE-DPTree (docs/ALGORITHMS.md §9): interval trees, coverage, budgets, release, BLUE and expected errors."""
 
 from __future__ import annotations
 

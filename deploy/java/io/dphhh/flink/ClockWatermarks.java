@@ -10,7 +10,7 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 
 /**
  * The live job's watermark: the broker's wall clock, never a function of the data
- * (spec §0.1 d, e; stream/clock.py).
+ * (docs/ALGORITHMS.md §0.1 d, e; stream/clock.py).
  *
  * <p>Record timestamps are the broker's log-append times (the input topic stores LogAppendTime).
  * The job appends a clock record (value {@link #TICK}) to every input partition every few hundred

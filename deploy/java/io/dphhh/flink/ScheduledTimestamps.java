@@ -8,7 +8,7 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 
 /**
  * Gives each output record the timestamp it carries in front of its value, so that a Kafka sink
- * writes it as the record's timestamp (spec §0.1 g: a report's visible timestamp is
+ * writes it as the record's timestamp (docs/ALGORITHMS.md §0.1 g: a report's visible timestamp is
  * its scheduled release time; a dead letter keeps its own record's timestamp).
  *
  * <p>Input: 8 bytes (big-endian signed long, the timestamp; Long.MIN_VALUE: none) then the value.
