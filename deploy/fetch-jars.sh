@@ -2,6 +2,8 @@
 # Fetch the jars of dphhh's streaming infrastructure from Maven Central, as listed in deploy/pom.xml:
 #   deploy/jars/kafka/   Kafka broker + tools + log4j2 binding   (used by deploy/kafka-*.sh)
 #   deploy/jars/flink/   flink-sql-connector-kafka, flink-metrics-prometheus (used by the PyFlink job)
+# ($DPHHH_JARS instead of deploy/jars and $DPHHH_STATE_DIR/log instead of var/log when set: an
+# installed dphhh points them at its user cache and state folder.)
 #
 #   bash deploy/fetch-jars.sh [--force]
 #
@@ -13,8 +15,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-jars="$here/jars"
-log_dir="$root/var/log"
+jars="${DPHHH_JARS:-$here/jars}"            # an installed dphhh: its user cache (stream/paths.py)
+log_dir="${DPHHH_STATE_DIR:-$root/var}/log"
 log="$log_dir/fetch-jars.log"
 
 force=0
@@ -42,7 +44,8 @@ command -v java >/dev/null 2>&1 || {
 }
 
 mkdir -p "$log_dir"
-staging="$here/jars.staging.$$"
+staging="$jars.staging.$$"
+mkdir -p "$(dirname "$jars")"
 trap 'rm -rf "$staging"' EXIT
 rm -rf "$staging"
 

@@ -47,6 +47,7 @@ the a_i: Ω(κ log κ) comparisons for 2κ records.
 from __future__ import annotations
 
 import builtins
+import os
 import sys
 
 import numpy as np
@@ -68,7 +69,26 @@ def _make_print_findable() -> None:
 
 _make_print_findable()
 
-from numba import njit  # noqa: E402  (after the fix above)
+
+def _cache_outside_an_install() -> None:
+    """Keep numba's compiled-kernel cache out of site-packages.
+
+    ``cache=True`` writes beside the module (``__pycache__``). In a checkout that is fine; in an
+    installed package it would write into site-packages, so the cache goes to
+    ``$DPHHH_HOME/numba`` (default ``~/.cache/dphhh/numba``) unless ``NUMBA_CACHE_DIR`` is set."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.environ.get("NUMBA_CACHE_DIR") or os.path.isfile(os.path.join(here, "..", "pyproject.toml")):
+        return
+    home = os.environ.get("DPHHH_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dphhh")
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(home, "numba")
+    if "numba.core.config" in sys.modules:  # numba imported before us: let it read the variable again
+        sys.modules["numba.core.config"].reload_config()
+
+
+_cache_outside_an_install()
+
+from numba import njit  # noqa: E402  (after the fixes above)
 
 ZPTR, ZLEN, DECREMENTS, TOTAL = 0, 1, 2, 3
 META_SIZE = 4

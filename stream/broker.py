@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .paths import deploy_dir, script_env, state_dir
+
 __all__ = ["LocalBroker", "reachable"]
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def reachable(bootstrap: str, timeout_s: float = 1.0) -> bool:
@@ -53,7 +54,12 @@ class LocalBroker:
     @property
     def secrets_dir(self) -> Path:
         """Where a ``sasl_ssl`` broker keeps its CA, keystore and passwords."""
-        return (self.var_dir or ROOT / (os.environ.get("DPHHH_KAFKA_VAR") or "var/kafka")) / "secrets"
+        if self.var_dir is not None:
+            return self.var_dir / "secrets"
+        own = os.environ.get("DPHHH_KAFKA_VAR")
+        if own:  # relative: from the state folder's parent, as the scripts read it
+            return (Path(own) if Path(own).is_absolute() else state_dir().parent / own) / "secrets"
+        return state_dir() / "kafka" / "secrets"
 
     @property
     def ca_file(self) -> Path:
@@ -66,7 +72,7 @@ class LocalBroker:
         return self.secrets_dir / "client.password"
 
     def _env(self) -> dict[str, str]:
-        env = {**os.environ, "DPHHH_KAFKA_PORT": str(self.port), "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port)}
+        env = {**script_env(), "DPHHH_KAFKA_PORT": str(self.port), "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port)}
         if self.var_dir is not None:  # else the scripts' default (or the caller's DPHHH_KAFKA_VAR)
             env["DPHHH_KAFKA_VAR"] = str(self.var_dir)
         if self.security != "plaintext":
@@ -77,14 +83,14 @@ class LocalBroker:
         """Start the broker unless one already answers on the port (then it is left alone)."""
         if reachable(self.bootstrap):
             return
-        subprocess.run(["bash", str(ROOT / "deploy" / "kafka-start.sh")], check=True, env=self._env(),
+        subprocess.run(["bash", str(deploy_dir() / "kafka-start.sh")], check=True, env=self._env(),
                        stdout=sys.stderr)
         self.started = True
 
     def stop(self) -> None:
         """Stop the broker if this object started it."""
         if self.started:
-            subprocess.run(["bash", str(ROOT / "deploy" / "kafka-stop.sh")], check=False, env=self._env(),
+            subprocess.run(["bash", str(deploy_dir() / "kafka-stop.sh")], check=False, env=self._env(),
                            stdout=sys.stderr)
             self.started = False
 

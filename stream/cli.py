@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -118,9 +119,22 @@ def kafka_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dphhh")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dphhh``."""
     parser = argparse.ArgumentParser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
+    parser.add_argument("--version", action="version", version=f"dphhh {_version()}")
+    parser.add_argument("--state-dir", default=None, metavar="DIR",
+                        help="run state (local broker, run folders, logs); default $DPHHH_STATE_DIR, else var/ of "
+                             "the checkout, else ./var. Downloaded jars go to $DPHHH_HOME (default ~/.cache/dphhh)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "hhh", help="one private HHH report over a whole file",
@@ -139,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(p)
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
     p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
-    p.add_argument("--batch", action="store_true", help="run the batch command on the shared capture instead")
+    p.add_argument("--batch", action="store_true", help="run the batch command on the bundled capture instead")
     _privacy_options(p, demo=True)
     p.add_argument("--input", default=None, help=f"with --batch; default: the bundled capture data/pcaps/{DEMO_CAPTURE}")
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
@@ -409,10 +423,10 @@ def embedded_run_overrides() -> list[str]:
     import time
     import uuid
 
-    from .runner import ROOT
+    from .paths import state_dir
 
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    folder = ROOT / "var" / "runs" / run
+    folder = state_dir() / "runs" / run
     return [f"output.ledger_dir={folder / 'ledger'}", f"output.reports_file={folder / 'reports.jsonl'}",
             f"output.run_dir={folder}", f"flink.checkpoint_dir={folder / 'checkpoints'}",
             f"kafka.group_id=dphhh-{run}"]
@@ -422,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dphhh`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.state_dir:  # read by stream.paths.state_dir, here and in the deploy/ scripts
+        os.environ["DPHHH_STATE_DIR"] = str(Path(args.state_dir).expanduser().resolve())
     if args.command in ("run", "demo", "reports", "produce", "dashboard"):
         _stop_on_sigterm()
     try:

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Iterable
 
 from .config import JobConfig
+from .paths import deploy_dir, jars_dir, script_env
 from .operators import STEP_IDS, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
 
-__all__ = ["ROOT", "METRIC_INCLUDES", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = ["METRIC_INCLUDES", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
 
-ROOT = Path(__file__).resolve().parents[1]
-JARS = ROOT / "deploy" / "jars" / "flink"
 #: Flink's Prometheus reporter exports only these metrics (``filter.includes``; docs/ALGORITHMS.md §0.1 f): dphhh's
 #: own operator counters (the public schedule's windows and the dead letters of records that are not
 #: elements; :mod:`stream.metrics_catalog`) and the job's restart count.
@@ -38,31 +37,31 @@ METRIC_INCLUDES = ("taskmanager.job.task.operator.dphhh.*:*", "jobmanager.job:nu
 
 
 def ensure_jars() -> list[Path]:
-    """The Kafka connector jar(s); fetched from Maven Central by deploy/fetch-jars.sh if missing."""
-    found = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+    """The Kafka connector jar(s); fetched from Maven Central by deploy/fetch-jars.sh if missing
+    (into :func:`stream.paths.jars_dir`)."""
+    jars = jars_dir() / "flink"
+    found = sorted(jars.glob("flink-sql-connector-kafka-*.jar"))
     if not found:
-        subprocess.run(["bash", str(ROOT / "deploy" / "fetch-jars.sh")], check=True, stdout=sys.stderr)
-        found = sorted(JARS.glob("flink-sql-connector-kafka-*.jar"))
+        subprocess.run(["bash", str(deploy_dir() / "fetch-jars.sh")], check=True, stdout=sys.stderr, env=script_env())
+        found = sorted(jars.glob("flink-sql-connector-kafka-*.jar"))
     if not found:
-        raise RuntimeError(f"job: no Kafka connector jar in {JARS} after deploy/fetch-jars.sh")
+        raise RuntimeError(f"job: no Kafka connector jar in {jars} after deploy/fetch-jars.sh")
     return found
-
-
-JAVA_SOURCES = ROOT / "deploy" / "java"
 
 
 def ensure_operator_jar() -> Path:
     """dphhh's own Java operators (deploy/java/), compiled once per source version with ``javac``
-    against PyFlink's bundled Flink jars; returns the jar."""
+    against PyFlink's bundled Flink jars, into :func:`stream.paths.jars_dir` (a user cache for an
+    installed dphhh); returns the jar."""
     import hashlib
     import shutil
     import tempfile
 
     import pyflink
 
-    sources = sorted(JAVA_SOURCES.rglob("*.java"))
+    sources = sorted((deploy_dir() / "java").rglob("*.java"))
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
-    jar = ROOT / "deploy" / "jars" / "dphhh" / f"dphhh-operators-{digest}.jar"
+    jar = jars_dir() / "dphhh" / f"dphhh-operators-{digest}.jar"
     if jar.exists():
         return jar
     javac, jar_tool = shutil.which("javac"), shutil.which("jar")
@@ -104,7 +103,7 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     import pyflink
 
     home = Path(pyflink.__file__).resolve().parent
-    reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted(JARS.glob("flink-metrics-prometheus-*.jar"))
+    reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted((jars_dir() / "flink").glob("flink-metrics-prometheus-*.jar"))
     lib = run_dir / "flink-lib"
     lib.mkdir(parents=True, exist_ok=True)
     for jar in sorted(home.glob("lib/*.jar")) + reporter[:1]:
@@ -117,7 +116,7 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     # Kafka offsets and state sizes stay out of the log: see deploy/flink/log4j-no-raw-counts.properties
     log4j = run_dir / "log4j.properties"
     log4j.write_text((home / "conf" / "log4j-cli.properties").read_text() + "\n"
-                     + (ROOT / "deploy" / "flink" / "log4j-no-raw-counts.properties").read_text())
+                     + (deploy_dir() / "flink" / "log4j-no-raw-counts.properties").read_text())
     os.environ["LOG4J_PROPERTIES"] = str(log4j)
     # Python operators run in worker processes started by the task managers, as on a cluster, not
     # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's

@@ -28,7 +28,7 @@ from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
 from .errors import JobFailed
 from .operators import FATAL_FILE
-from .paths import DEMO_CAPTURE
+from .paths import DEMO_CAPTURE, state_dir
 from .paths import capture as bundled_capture
 from .reports_stall import ReportsStallWatch, stall_limit_s
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["run_job", "run_demo", "wait_for_job", "sample_stream"]
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _say(msg: str) -> None:
@@ -288,7 +287,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     """``dphhh demo``: broker, sample stream, a replay of its six windows, reports; everything torn
     down after."""
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    run_dir = ROOT / "var" / "runs" / f"demo-{run_id}"
+    run_dir = state_dir() / "runs" / f"demo-{run_id}"
     prefix = f"dphhh-demo-{run_id}"
     window = 10_000
     base = (int(time.time() * 1000) // window - 8) * window  # six windows in the recent past
@@ -439,7 +438,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
     """``dphhh run``: the main job; prints each window's report as it is published."""
     from .schedule import LIVE, iso_ms
 
-    run_dir = Path(cfg["output.run_dir"] or ROOT / "var" / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(cfg["output.run_dir"] or state_dir() / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
     for warning in cfg.warnings():
         _say(f"dphhh run: warning: {warning}")
     check_output_paths(cfg)

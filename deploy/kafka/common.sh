@@ -5,10 +5,13 @@
 deploy_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 root_dir="$(dirname "$deploy_dir")"
 kafka_conf_dir="$deploy_dir/kafka"
-kafka_jars="$deploy_dir/jars/kafka"
-# DPHHH_KAFKA_VAR: a second, independent broker keeps its own folder (relative = from the checkout).
-kafka_var="${DPHHH_KAFKA_VAR:-$root_dir/var/kafka}"
-[[ "$kafka_var" = /* ]] || kafka_var="$root_dir/$kafka_var"
+# DPHHH_JARS / DPHHH_STATE_DIR: where the fetched jars and the run state live (set by an installed
+# dphhh: a user cache and ./var, never the package's folder); default the checkout's deploy/jars, var
+state_dir="${DPHHH_STATE_DIR:-$root_dir/var}"
+kafka_jars="${DPHHH_JARS:-$deploy_dir/jars}/kafka"
+# DPHHH_KAFKA_VAR: a second, independent broker keeps its own folder (relative = from the state dir's parent).
+kafka_var="${DPHHH_KAFKA_VAR:-$state_dir/kafka}"
+[[ "$kafka_var" = /* ]] || kafka_var="$(dirname "$state_dir")/$kafka_var"
 kafka_data="$kafka_var/data"
 kafka_logs="$kafka_var/logs"
 kafka_pid_file="$kafka_var/kafka.pid"
