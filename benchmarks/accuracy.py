@@ -139,7 +139,9 @@ def read_geoip_ranges(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return start, size
 
 
-def geoip_zipf_stream(path: Path, n: int, *, seed: int, range_s: float, host_s: float, host_zipf_share: float) -> np.ndarray:
+def geoip_zipf_stream(
+    path: Path, n: int, *, seed: int, range_s: float, host_s: float, host_zipf_share: float
+) -> np.ndarray:
     """A seeded stream of ``n`` addresses over real allocated IPv4 ranges.
 
     Generator:
@@ -365,28 +367,55 @@ def run_setting(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--runs", type=int, default=50, help="releases per setting (default 50)")
-    ap.add_argument("--tau-fractions", type=lambda t: [float(v) for v in t.split(",")], default=[0.05, 0.01],
-                    metavar="F1,F2", help="τ as fractions of each dataset's n (default 0.05,0.01)")
-    ap.add_argument("--epsilons", type=lambda t: [float(v) for v in t.split(",")], default=list(EPSILONS), metavar="E1,E2")
+    ap.add_argument(
+        "--tau-fractions",
+        type=lambda t: [float(v) for v in t.split(",")],
+        default=[0.05, 0.01],
+        metavar="F1,F2",
+        help="τ as fractions of each dataset's n (default 0.05,0.01)",
+    )
+    ap.add_argument(
+        "--epsilons", type=lambda t: [float(v) for v in t.split(",")], default=list(EPSILONS), metavar="E1,E2"
+    )
     ap.add_argument("--delta", type=float, default=1e-6)
     ap.add_argument("--beta", type=float, default=0.05)
     ap.add_argument("--counters", "--kappa", dest="counters", type=int, default=1024, help="κ (default 1024)")
-    ap.add_argument("--captures", default=",".join(CAPTURES), help="comma-separated capture names under data/pcaps ('' for none)")
+    ap.add_argument(
+        "--captures", default=",".join(CAPTURES), help="comma-separated capture names under data/pcaps ('' for none)"
+    )
     ap.add_argument("--pcap-dir", type=Path, default=PCAP_DIR)
     ap.add_argument("--geoip", type=Path, default=GEOIP_FILE, help=f"tor geoip file (default {GEOIP_FILE})")
     ap.add_argument("--zipf-elements", type=int, default=1_000_000, help="geoip-zipf stream length (default 10^6)")
     ap.add_argument("--range-s", type=float, default=1.0, help="Zipf exponent over ranges (default 1.0)")
     ap.add_argument("--host-s", type=float, default=1.2, help="Zipf exponent over hosts in a range (default 1.2, > 1)")
-    ap.add_argument("--host-zipf-share", type=float, default=0.5, help="share of in-range draws that are Zipf hosts (default 0.5)")
+    ap.add_argument(
+        "--host-zipf-share", type=float, default=0.5, help="share of in-range draws that are Zipf hosts (default 0.5)"
+    )
     ap.add_argument("--seed", type=int, default=20240601, help="seed of the geoip-zipf stream")
-    ap.add_argument("--calibrations", type=lambda t: [v for v in t.split(",") if v], default=list(CALIBRATIONS),
-                    metavar="C1,C2", help="calibrations to compare (default tight,paper)")
-    ap.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=list(VARIANTS),
-                    metavar="V1,V2", help="release variants (default fresh,reuse)")
-    ap.add_argument("--flows", action=argparse.BooleanOptionalAction, default=True,
-                    help="the weighted scenario: the geoip-zipf stream as flow records weighted by bytes (default on)")
+    ap.add_argument(
+        "--calibrations",
+        type=lambda t: [v for v in t.split(",") if v],
+        default=list(CALIBRATIONS),
+        metavar="C1,C2",
+        help="calibrations to compare (default tight,paper)",
+    )
+    ap.add_argument(
+        "--variants",
+        type=lambda t: [v for v in t.split(",") if v],
+        default=list(VARIANTS),
+        metavar="V1,V2",
+        help="release variants (default fresh,reuse)",
+    )
+    ap.add_argument(
+        "--flows",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the weighted scenario: the geoip-zipf stream as flow records weighted by bytes (default on)",
+    )
     ap.add_argument("--weight-cap", type=int, default=15_000, help="W of the weighted scenario (default 15000 bytes)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 5 runs, first capture, 10^5-element stream")
     args = ap.parse_args(argv)
@@ -396,8 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         args.zipf_elements = min(args.zipf_elements, 100_000)
 
     if not args.geoip.is_file():
-        print(f"accuracy: {args.geoip} is missing: it comes from Debian's tor-geoipdb package.\n"
-              f"Install it with:  bash deploy/fetch-geoip.sh   (from {REPO})", file=sys.stderr)
+        print(
+            f"accuracy: {args.geoip} is missing: it comes from Debian's tor-geoipdb package.\n"
+            f"Install it with:  bash deploy/fetch-geoip.sh   (from {REPO})",
+            file=sys.stderr,
+        )
         return 2
 
     t_start = time.perf_counter()
@@ -408,16 +440,29 @@ def main(argv: list[str] | None = None) -> int:
         log(f"loading {path} ...")
         datasets.append((name, load_capture(path), None))
     log(f"generating geoip-zipf stream of {args.zipf_elements:,} addresses from {args.geoip} ...")
-    zipf = geoip_zipf_stream(args.geoip, args.zipf_elements, seed=args.seed, range_s=args.range_s,
-                             host_s=args.host_s, host_zipf_share=args.host_zipf_share)
+    zipf = geoip_zipf_stream(
+        args.geoip,
+        args.zipf_elements,
+        seed=args.seed,
+        range_s=args.range_s,
+        host_s=args.host_s,
+        host_zipf_share=args.host_zipf_share,
+    )
     datasets.append(("geoip-zipf", zipf, None))
     if args.flows:
-        datasets.append((f"geoip-zipf flows, bytes (W={args.weight_cap})", zipf,
-                         flow_bytes(zipf.shape[0], args.weight_cap, seed=args.seed + 1)))
+        datasets.append(
+            (
+                f"geoip-zipf flows, bytes (W={args.weight_cap})",
+                zipf,
+                flow_bytes(zipf.shape[0], args.weight_cap, seed=args.seed + 1),
+            )
+        )
 
-    header = (f"{'dataset':<32} {'n':>9} {'tau':>7} {'eps':>4} {'calib':<5} {'variant':<7} {'mode':<12} {'|E|':>4} {'|S|':>7} "
-              f"{'root':>5} {'prec':>6} {'recall':>6} {'F1':>6} {'cov-viol':>8} {'<=beta':>6} {'err/a1':>7} "
-              f"{'err/a1(L)':>9} {'>a1':>6} {'cnt/a1':>6} {'int-miss':>8} {'alpha1':>8} {'tau/a1':>6}")
+    header = (
+        f"{'dataset':<32} {'n':>9} {'tau':>7} {'eps':>4} {'calib':<5} {'variant':<7} {'mode':<12} {'|E|':>4} {'|S|':>7} "
+        f"{'root':>5} {'prec':>6} {'recall':>6} {'F1':>6} {'cov-viol':>8} {'<=beta':>6} {'err/a1':>7} "
+        f"{'err/a1(L)':>9} {'>a1':>6} {'cnt/a1':>6} {'int-miss':>8} {'alpha1':>8} {'tau/a1':>6}"
+    )
     lines = []
     for name, values, weights in datasets:
         n = int(values.shape[0]) if weights is None else int(weights.sum())
@@ -431,50 +476,80 @@ def main(argv: list[str] | None = None) -> int:
             exact_all = exact_hhh(hierarchy, values, tau, weights)
             exact = {(e.level, e.key) for e in exact_all if e.level > 0}
             exact_root = any(e.level == 0 for e in exact_all)
-            log(f"  τ={tau:g} ({frac:.0%} of n): exact HHH {len(exact)} non-root"
-                + (" + root" if exact_root else "") + ": "
-                + ", ".join(e.prefix for e in exact_all[:8]) + (" ..." if len(exact_all) > 8 else ""))
+            log(
+                f"  τ={tau:g} ({frac:.0%} of n): exact HHH {len(exact)} non-root"
+                + (" + root" if exact_root else "")
+                + ": "
+                + ", ".join(e.prefix for e in exact_all[:8])
+                + (" ..." if len(exact_all) > 8 else "")
+            )
             for eps in args.epsilons:
-                for variant, calibration, mode in ((v, c, m) for v in args.variants for c in args.calibrations
-                                                   for m in MODES):
+                for variant, calibration, mode in (
+                    (v, c, m) for v in args.variants for c in args.calibrations for m in MODES
+                ):
                     budget = PrivacyBudget(eps, args.delta)
                     event = budget if unit is None else unit.event_budget(budget)
-                    params = HHHParams(epsilon=event.epsilon, delta=event.delta, tau=tau, beta=args.beta,
-                                       counters=args.counters, partitions=1, variant=variant, mode=mode,
-                                       calibration=calibration)
-                    res = run_setting(sketches, oracle, exact, params, args.runs, unit=unit,
-                                      budget=None if unit is None else budget)
+                    params = HHHParams(
+                        epsilon=event.epsilon,
+                        delta=event.delta,
+                        tau=tau,
+                        beta=args.beta,
+                        counters=args.counters,
+                        partitions=1,
+                        variant=variant,
+                        mode=mode,
+                        calibration=calibration,
+                    )
+                    res = run_setting(
+                        sketches, oracle, exact, params, args.runs, unit=unit, budget=None if unit is None else budget
+                    )
                     if mode != "conservative":
                         ok = "n/a"
                     elif tau < 2 * res.alpha1:  # the report itself says coverage is void (tau < 2*alpha1)
                         ok = "void"
                     else:
                         ok = "ok" if res.coverage_violation_rate <= args.beta else "FAIL"
-                    line = (f"{name:<32} {n:>9,} {tau:>7g} {eps:>4g} {calibration:<5} {variant:<7} {mode:<12} {len(exact):>4} "
-                            f"{res.mean_reported:>7.1f} {res.root_rate:>5.2f} {res.precision:>6.3f} {res.recall:>6.3f} "
-                            f"{res.f1:>6.3f} {res.coverage_violation_rate:>8.2f} {ok:>6} {res.max_err_residual:>7.2f} "
-                            f"{res.max_err_leaf:>9.2f} {res.frac_items_over_alpha1:>6.3f} {res.max_err_count:>6.2f} "
-                            f"{res.interval_miss_rate:>8.2f} {res.alpha1:>8.1f} "
-                            f"{tau / res.alpha1:>6.2f}")
+                    line = (
+                        f"{name:<32} {n:>9,} {tau:>7g} {eps:>4g} {calibration:<5} {variant:<7} {mode:<12} {len(exact):>4} "
+                        f"{res.mean_reported:>7.1f} {res.root_rate:>5.2f} {res.precision:>6.3f} {res.recall:>6.3f} "
+                        f"{res.f1:>6.3f} {res.coverage_violation_rate:>8.2f} {ok:>6} {res.max_err_residual:>7.2f} "
+                        f"{res.max_err_leaf:>9.2f} {res.frac_items_over_alpha1:>6.3f} {res.max_err_count:>6.2f} "
+                        f"{res.interval_miss_rate:>8.2f} {res.alpha1:>8.1f} "
+                        f"{tau / res.alpha1:>6.2f}"
+                    )
                     lines.append(line)
                     log("    " + line)
 
-    print(f"# private HHH accuracy: IPv4 /8,/16,/24,/32, κ={args.counters}, P=1, δ={args.delta:g}, β={args.beta:g}, "
-          f"{args.runs} runs per setting (seeds 0..{args.runs - 1}, shared across settings)")
-    print(f"# geoip-zipf: {args.zipf_elements:,} addresses, ranges Zipf s={args.range_s:g}, "
-          f"hosts Zipf s={args.host_s:g} for {args.host_zipf_share:.0%} of in-range draws, seed {args.seed}")
-    print("# precision/recall/F1: means over runs of (level, prefix) sets, root excluded; |E| exact non-root HHHs, "
-          "|S| mean reported non-root, root = share of runs reporting the root")
-    print("# cov-viol: share of runs with an unreported prefix whose exact residual given S > tau - alpha1 "
-          "(promise for conservative: <= beta; point mode promises nothing)")
-    print("# err/a1: max over runs and reported items of |estimate - exact residual given S| / alpha1(item); "
-          "err/a1(L): same over items without a reported descendant; >a1: share of reported items with residual "
-          "error > alpha1")
-    print("# cnt/a1: max over runs and items of |count - exact unconditional count| / alpha1 (the report's "
-          "'within alpha1' claim); int-miss: share of runs where some item's [lower, upper] = [count - B, count + B + "
-          "n_upper/(kappa+1)] misses its unconditional count (promise: <= beta)")
-    print("# calib: tight = the default (one scale per variant, exact-tail threshold, docs/calibration.md); "
-          "paper = the DP-HHH paper's scales, on the same streams with the same seeds")
+    print(
+        f"# private HHH accuracy: IPv4 /8,/16,/24,/32, κ={args.counters}, P=1, δ={args.delta:g}, β={args.beta:g}, "
+        f"{args.runs} runs per setting (seeds 0..{args.runs - 1}, shared across settings)"
+    )
+    print(
+        f"# geoip-zipf: {args.zipf_elements:,} addresses, ranges Zipf s={args.range_s:g}, "
+        f"hosts Zipf s={args.host_s:g} for {args.host_zipf_share:.0%} of in-range draws, seed {args.seed}"
+    )
+    print(
+        "# precision/recall/F1: means over runs of (level, prefix) sets, root excluded; |E| exact non-root HHHs, "
+        "|S| mean reported non-root, root = share of runs reporting the root"
+    )
+    print(
+        "# cov-viol: share of runs with an unreported prefix whose exact residual given S > tau - alpha1 "
+        "(promise for conservative: <= beta; point mode promises nothing)"
+    )
+    print(
+        "# err/a1: max over runs and reported items of |estimate - exact residual given S| / alpha1(item); "
+        "err/a1(L): same over items without a reported descendant; >a1: share of reported items with residual "
+        "error > alpha1"
+    )
+    print(
+        "# cnt/a1: max over runs and items of |count - exact unconditional count| / alpha1 (the report's "
+        "'within alpha1' claim); int-miss: share of runs where some item's [lower, upper] = [count - B, count + B + "
+        "n_upper/(kappa+1)] misses its unconditional count (promise: <= beta)"
+    )
+    print(
+        "# calib: tight = the default (one scale per variant, exact-tail threshold, docs/calibration.md); "
+        "paper = the DP-HHH paper's scales, on the same streams with the same seeds"
+    )
     print(header)
     for line in lines:
         print(line)

@@ -142,8 +142,9 @@ def run_setting(name: str, dims: int, size: int, n: int, runs: int, sampling: st
             ahead_mse.append(mse(a, queries, truth, dims))
             hio_mse.append(mse(h, queries, truth, dims))
         uni = mse(uniform_guess([size] * dims), queries, truth, dims)
-        rows.append((name, size, n, eps, float(np.mean(ahead_mse)), float(np.std(ahead_mse)),
-                     float(np.mean(hio_mse)), uni))
+        rows.append(
+            (name, size, n, eps, float(np.mean(ahead_mse)), float(np.std(ahead_mse)), float(np.mean(hio_mse)), uni)
+        )
     return rows
 
 
@@ -161,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         settings[2:2] = [("1d-skew", 1, 2**6, 10**6), ("1d-skew", 1, 2**10, 10**6)]
         settings.append(("2d-laplace", 2, 2**8, 10**6))
-    print(f"# AHEAD vs HIO vs Uni: MSE over {QUERIES} random range queries, mean of {runs} runs, "
-          f"sampling={sampling}, skew a={args.skew}, 2-D corr r={args.corr}")
+    print(
+        f"# AHEAD vs HIO vs Uni: MSE over {QUERIES} random range queries, mean of {runs} runs, "
+        f"sampling={sampling}, skew a={args.skew}, 2-D corr r={args.corr}"
+    )
     header = f"{'setting':<11} {'domain':>9} {'N':>8} {'eps':>4} {'AHEAD':>10} {'(sd)':>9} {'HIO':>10} {'Uni':>10} {'HIO/AHEAD':>9} {'Uni/AHEAD':>9}"
     print(header)
     start = time.time()
@@ -173,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             _, size_, n_, eps, a, a_sd, h, u = row
             dom = f"2^{int(math.log2(size_))}" + ("^2" if dims == 2 else "")
-            print(f"{name:<11} {dom:>9} {n_:>8.0e} {eps:>4} {a:>10.3e} {a_sd:>9.1e} {h:>10.3e} {u:>10.3e} {h / a:>9.2f} {u / a:>9.2f}", flush=True)
+            print(
+                f"{name:<11} {dom:>9} {n_:>8.0e} {eps:>4} {a:>10.3e} {a_sd:>9.1e} {h:>10.3e} {u:>10.3e} {h / a:>9.2f} {u / a:>9.2f}",
+                flush=True,
+            )
         print(f"#   ({time.time() - t0:.1f} s)", flush=True)
     print()
     print("# Regression anchors (authors' committed single-run results, ε = 1, N = 10^5):")
@@ -183,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             note = ""
             if name == "1d-skew":
                 note = " (spec's setting)" if size == 2**6 else " (the committed data file's real domain)"
-            print(f"#   {name} domain 2^{int(math.log2(size))}{'^2' if name == '2d-laplace' else ''}: "
-                  f"ours {a:.3e} vs authors {anchor:.2e} (ratio {a / anchor:.2f}){note}")
+            print(
+                f"#   {name} domain 2^{int(math.log2(size))}{'^2' if name == '2d-laplace' else ''}: "
+                f"ours {a:.3e} vs authors {anchor:.2e} (ratio {a / anchor:.2f}){note}"
+            )
     losses = [r for r in rows if not (r[4] < r[6] and r[4] < r[7])]
     print()
     if losses:

@@ -70,9 +70,9 @@ import traceback
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -125,15 +125,18 @@ class MessageMix:
     (addresses of a good packed message, 1 <= min <= max, 4·max < MAX_MESSAGE_BYTES).
     """
 
-    def __init__(self, fmt: str, bad_share: float, seed: int, min_per_message: int = 100,
-                 max_per_message: int = 1000) -> None:
+    def __init__(
+        self, fmt: str, bad_share: float, seed: int, min_per_message: int = 100, max_per_message: int = 1000
+    ) -> None:
         if fmt not in ("packed-ipv4", "json"):
             raise ValueError(f"MessageMix: format must be packed-ipv4 or json, got {fmt!r}")
         if not 0.0 <= bad_share < 1.0:
             raise ValueError(f"MessageMix: bad_share must be in [0, 1), got {bad_share!r}")
         if not 1 <= min_per_message <= max_per_message or 4 * max_per_message >= MAX_MESSAGE_BYTES:
-            raise ValueError(f"MessageMix: need 1 <= min_per_message <= max_per_message < {MAX_MESSAGE_BYTES // 4}, "
-                             f"got {min_per_message}, {max_per_message}")
+            raise ValueError(
+                f"MessageMix: need 1 <= min_per_message <= max_per_message < {MAX_MESSAGE_BYTES // 4}, "
+                f"got {min_per_message}, {max_per_message}"
+            )
         self.format, self.bad_share = fmt, bad_share
         self.lo, self.hi = min_per_message, max_per_message
         self.rng = np.random.default_rng(seed)
@@ -141,12 +144,24 @@ class MessageMix:
         self.packed = pack_ipv4(self.pool)
         self.oracle = MessageDecoder(fmt, max_message_bytes=MAX_MESSAGE_BYTES, json_field="ip")
         self.bad_kinds: dict[str, Callable[[], bytes]] = (
-            {"empty": lambda: b"", "long, odd length": self._oversized_packed, "truncated batch": self._truncated,
-             "random bytes": self._random_odd}
-            if fmt == "packed-ipv4" else
-            {"empty": lambda: b"", "oversized": self._oversized_json, "invalid UTF-8": self._invalid_utf8,
-             "not JSON": self._not_json, "field missing": self._field_missing, "field not a string": self._field_number,
-             "IPv6 on IPv4 topic": self._ipv6, "bad quad": self._bad_quad, "random bytes": self._random_any}
+            {
+                "empty": lambda: b"",
+                "long, odd length": self._oversized_packed,
+                "truncated batch": self._truncated,
+                "random bytes": self._random_odd,
+            }
+            if fmt == "packed-ipv4"
+            else {
+                "empty": lambda: b"",
+                "oversized": self._oversized_json,
+                "invalid UTF-8": self._invalid_utf8,
+                "not JSON": self._not_json,
+                "field missing": self._field_missing,
+                "field not a string": self._field_number,
+                "IPv6 on IPv4 topic": self._ipv6,
+                "bad quad": self._bad_quad,
+                "random bytes": self._random_any,
+            }
         )
         self.kind_names = list(self.bad_kinds)
 
@@ -247,12 +262,12 @@ class SoakProducer(threading.Thread):
     """Publishes the mix for ``seconds`` at up to ``rate`` messages/s (0 = as fast as it can), with
     the wall clock as event time (never decreasing); tallies everything it published."""
 
-    def __init__(self, options: dict, topic: str, mix: MessageMix, seconds: float, rate: float,
-                 window_ms: int) -> None:
+    def __init__(self, options: dict, topic: str, mix: MessageMix, seconds: float, rate: float, window_ms: int) -> None:
         super().__init__(daemon=True)
         if seconds <= 0 or rate < 0 or window_ms < 1:
-            raise ValueError(f"SoakProducer: need seconds > 0, rate >= 0, window_ms >= 1, "
-                             f"got {seconds}, {rate}, {window_ms}")
+            raise ValueError(
+                f"SoakProducer: need seconds > 0, rate >= 0, window_ms >= 1, got {seconds}, {rate}, {window_ms}"
+            )
         self.options, self.topic, self.mix = options, topic, mix
         self.seconds, self.rate, self.window_ms = seconds, rate, window_ms
         self.tally = Tally()
@@ -293,8 +308,10 @@ class SoakProducer(threading.Thread):
                     t.bad_by_kind[msg.kind] += 1
                 if now - last_log > 15:
                     last_log = now
-                    log(f"  producer: {now - t0:.0f} s, {t.messages:,} messages "
-                        f"({t.messages / (now - t0):,.0f}/s), {sum(t.bad_by_reason.values()):,} bad")
+                    log(
+                        f"  producer: {now - t0:.0f} s, {t.messages:,} messages "
+                        f"({t.messages / (now - t0):,.0f}/s), {sum(t.bad_by_reason.values()):,} bad"
+                    )
             producer.flush()
         except BaseException as exc:  # reported by the caller
             self.error = exc
@@ -432,10 +449,14 @@ def memory_verdict(samples: list[Sample], start: float, end: float, tol_mb: floa
     mean = float(np.mean([s.total for s in half]))
     tolerance = max(tol_mb, tol_pct / 100.0 * mean)
     flat = growth < tolerance
-    return MemoryVerdict(flat, (
-        f"second half ({len(half)} samples over {span_min * 60:.0f} s): slope {slope:+.2f} MB/min, fitted growth "
-        f"{growth:+.1f} MB ({100 * growth / mean:+.2f} % of the mean {mean:.0f} MB); tolerance "
-        f"max({tol_mb:g} MB, {tol_pct:g} %) = {tolerance:.1f} MB: {'flat' if flat else 'NOT flat'}"))
+    return MemoryVerdict(
+        flat,
+        (
+            f"second half ({len(half)} samples over {span_min * 60:.0f} s): slope {slope:+.2f} MB/min, fitted growth "
+            f"{growth:+.1f} MB ({100 * growth / mean:+.2f} % of the mean {mean:.0f} MB); tolerance "
+            f"max({tol_mb:g} MB, {tol_pct:g} %) = {tolerance:.1f} MB: {'flat' if flat else 'NOT flat'}"
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -540,7 +561,7 @@ def scrape_decode_counters(port: int) -> dict[str, float] | None:
     out: Counter = Counter()
     for line in text.splitlines():
         if line.startswith(prefix):
-            name, _, rest = line[len(prefix):].partition("{")
+            name, _, rest = line[len(prefix) :].partition("{")
             try:
                 out[name] += float(rest.rsplit(" ", 1)[1])
             except (IndexError, ValueError):
@@ -574,8 +595,9 @@ class DeadLetterTally(threading.Thread):
             self.error = exc
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool] = lambda: True,
-               every_s: float = 0.25) -> bool:
+def wait_until(
+    predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool] = lambda: True, every_s: float = 0.25
+) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():
@@ -621,10 +643,15 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
         sampler.start()
         log(f"waiting for the job's tasks to run (Flink log in {job.dir / 'run' / 'log'}) ...")
         if not job.wait_running(180):
-            raise RuntimeError("the job's tasks did not start within 180 s" if job.alive()
-                               else f"the job exited with status {job.proc.returncode} during start-up")
-        log(f"job running after {time.monotonic() - job.t0:.1f} s; producing for {args.seconds:g} s at "
-            f"{'max' if not args.rate else f'{args.rate:,.0f}'} messages/s, {100 * args.bad_share:g} % bad ...")
+            raise RuntimeError(
+                "the job's tasks did not start within 180 s"
+                if job.alive()
+                else f"the job exited with status {job.proc.returncode} during start-up"
+            )
+        log(
+            f"job running after {time.monotonic() - job.t0:.1f} s; producing for {args.seconds:g} s at "
+            f"{'max' if not args.rate else f'{args.rate:,.0f}'} messages/s, {100 * args.bad_share:g} % bad ..."
+        )
         producer = SoakProducer(kafka.options, topics["input_topic"], mix, args.seconds, args.rate, args.window_ms)
         producer.start()
         while producer.is_alive():
@@ -637,12 +664,19 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
             raise RuntimeError(f"producer failed: {type(producer.error).__name__}: {producer.error}")
         tally = producer.tally
         tally_by_arrival(kafka.options, topics["input_topic"], mix.oracle, args.window_ms, tally)
-        windows = list(range(tally.first_ts // args.window_ms * args.window_ms,
-                             tally.last_ts // args.window_ms * args.window_ms + 1, args.window_ms))
+        windows = list(
+            range(
+                tally.first_ts // args.window_ms * args.window_ms,
+                tally.last_ts // args.window_ms * args.window_ms + 1,
+                args.window_ms,
+            )
+        )
         last = windows[-1]
         t_done = time.monotonic()
-        log(f"producer done ({tally.messages:,} messages over {len(windows)} windows, by arrival); waiting for the "
-            f"last window's report (released by the wall clock) ...")
+        log(
+            f"producer done ({tally.messages:,} messages over {len(windows)} windows, by arrival); waiting for the "
+            f"last window's report (released by the wall clock) ..."
+        )
         if not job.watcher.wait_for(lambda: job.watcher.arrival_of(last) is not None, args.drain_timeout, job.alive):
             out.failures.append(f"no report of the last window within {args.drain_timeout:.0f} s")
         else:
@@ -660,8 +694,20 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
         still = sorted(p for p in sampler.seen if p in _proc_table())
         dead.stop_event.set()
         dead.join(timeout=10)
-        report(out, args, job, tally, windows, dead, metrics, sampler, producer, result.rc,
-               result.problems.summary(), still if not left else [])
+        report(
+            out,
+            args,
+            job,
+            tally,
+            windows,
+            dead,
+            metrics,
+            sampler,
+            producer,
+            result.rc,
+            result.problems.summary(),
+            still if not left else [],
+        )
         for sample in result.problems.samples[:3]:
             out.say(f"    {sample}")
     except BaseException as exc:
@@ -688,21 +734,36 @@ def run_soak(args: argparse.Namespace, work: Path) -> Outcome:
     return out
 
 
-def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, windows: list[int],
-           dead: DeadLetterTally, metrics: dict[str, float] | None, sampler: MemorySampler, producer: SoakProducer,
-           rc: int | None, log_check: str, left: list[int]) -> None:
+def report(
+    out: Outcome,
+    args: argparse.Namespace,
+    job: SoakJob,
+    tally: Tally,
+    windows: list[int],
+    dead: DeadLetterTally,
+    metrics: dict[str, float] | None,
+    sampler: MemorySampler,
+    producer: SoakProducer,
+    rc: int | None,
+    log_check: str,
+    left: list[int],
+) -> None:
     w = args.window_ms
     good_msgs = sum(tally.good_messages.values())
     good_elems = sum(tally.good_elements.values())
     bad = sum(tally.bad_by_reason.values())
     secs = (producer.last_send or producer.ended_at) - producer.started_at
-    out.say(f"# fuzz soak: `dphhh run` (embedded MiniCluster, parallelism {job.cfg['flink.parallelism']}), format "
-            f"{args.format}, {w / 1000:g}-s windows, {job.cfg.hierarchy.spec()}, κ={job.cfg.params.counters}, "
-            f"P={job.cfg.params.partitions}, checkpoints every {args.checkpoint_ms} ms; {platform.node()}: "
-            f"{os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.2f} at the end")
-    out.say(f"produced for {secs:.0f} s: {tally.messages:,} messages in ({tally.messages / secs:,.0f}/s, "
-            f"{tally.bytes / 1e6:,.1f} MB), {good_elems / secs:,.0f} good elements/s"
-            + ("" if not args.rate else f" (rate limit {args.rate:,.0f} messages/s)"))
+    out.say(
+        f"# fuzz soak: `dphhh run` (embedded MiniCluster, parallelism {job.cfg['flink.parallelism']}), format "
+        f"{args.format}, {w / 1000:g}-s windows, {job.cfg.hierarchy.spec()}, κ={job.cfg.params.counters}, "
+        f"P={job.cfg.params.partitions}, checkpoints every {args.checkpoint_ms} ms; {platform.node()}: "
+        f"{os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.2f} at the end"
+    )
+    out.say(
+        f"produced for {secs:.0f} s: {tally.messages:,} messages in ({tally.messages / secs:,.0f}/s, "
+        f"{tally.bytes / 1e6:,.1f} MB), {good_elems / secs:,.0f} good elements/s"
+        + ("" if not args.rate else f" (rate limit {args.rate:,.0f} messages/s)")
+    )
     out.say(f"  good messages        {good_msgs:>12,}")
     out.say(f"  good elements        {good_elems:>12,}")
     out.say(f"  bad messages         {bad:>12,}  ({100 * bad / max(1, tally.messages):.2f} % of messages)")
@@ -713,32 +774,44 @@ def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, w
     for reason in sorted(set(dead.by_reason) | set(tally.bad_by_reason)):
         got, want = dead.by_reason.get(reason, 0), tally.bad_by_reason.get(reason, 0)
         out.say(f"    {reason:<22} {got:>10,}" + ("" if got == want else f"   EXPECTED {want:,}"))
-    out.check(dead.total == bad and dead.by_reason == tally.bad_by_reason,
-              f"dead-lettered {dead.total:,} != bad {bad:,} (or the reasons differ)")
+    out.check(
+        dead.total == bad and dead.by_reason == tally.bad_by_reason,
+        f"dead-lettered {dead.total:,} != bad {bad:,} (or the reasons differ)",
+    )
     if dead.error is not None:
         out.failures.append(f"dead-letter reader failed: {dead.error}")
 
     counted = counted_by_window(job.dump_dir, job.cfg.params.partitions)
     counted_in = sum(counted.get(s, 0) for s in windows)
     lost = good_elems - counted_in
-    out.say(f"  counted by the job   {counted_in:>12,}  (level-1 sketch totals of the produced windows, "
-            "NON-PRIVATE debug dumps)")
+    out.say(
+        f"  counted by the job   {counted_in:>12,}  (level-1 sketch totals of the produced windows, "
+        "NON-PRIVATE debug dumps)"
+    )
     out.say(f"  lost                 {lost:>12,}  (good elements produced - counted; must be 0)")
     out.check(lost == 0, f"lost = {lost:,} elements")
     wrong = [s for s in windows if counted.get(s, 0) != tally.good_elements.get(s, 0)]
     extra = sorted(s for s in counted if s not in windows)
     if wrong:
-        out.say(f"    windows whose count differs: {len(wrong)} (first: "
-                + ", ".join(f"{s}: produced {tally.good_elements.get(s, 0):,} counted {counted.get(s, 0):,}"
-                            for s in wrong[:3]) + ")")
+        out.say(
+            f"    windows whose count differs: {len(wrong)} (first: "
+            + ", ".join(
+                f"{s}: produced {tally.good_elements.get(s, 0):,} counted {counted.get(s, 0):,}" for s in wrong[:3]
+            )
+            + ")"
+        )
     if extra:
         out.say(f"    sketch dumps of windows outside the produced range: {extra[:5]}")
         out.check(False, f"sketch dumps of {len(extra)} window(s) outside the produced range")
     if metrics is not None:
-        job_dead = {k.removeprefix("dead_letters_"): int(v) for k, v in metrics.items()
-                    if k.startswith("dead_letters_") and v}
-        out.say("  job's own counters:  dead letters " + (", ".join(f"{k} {v:,}" for k, v in sorted(job_dead.items()))
-                                                        or "none") + " (Flink metrics; informational)")
+        job_dead = {
+            k.removeprefix("dead_letters_"): int(v) for k, v in metrics.items() if k.startswith("dead_letters_") and v
+        }
+        out.say(
+            "  job's own counters:  dead letters "
+            + (", ".join(f"{k} {v:,}" for k, v in sorted(job_dead.items())) or "none")
+            + " (Flink metrics; informational)"
+        )
     else:
         out.say("  job's own counters:  n/a (the Prometheus endpoint did not answer)")
 
@@ -748,30 +821,41 @@ def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, w
     twice = [s for s in seen if seen[s] > 1]
     schedule = sorted(seen)  # the live schedule: every window from the origin on, data or not
     gaps = [s for s in range(schedule[0], schedule[-1] + w, w) if s not in seen] if schedule else []
-    out.say(f"  windows reported     {sum(1 for s in windows if seen.get(s) == 1):>12,}  of {len(windows)} produced, "
-            f"{len(seen):,} in all (each exactly once, no gap: {'yes' if not (missing or twice or gaps) else 'NO'}; "
-            f"missing {len(missing)}, more than once {len(twice)}, gaps {len(gaps)})")
-    out.check(not (missing or twice or gaps), f"windows: {len(missing)} missing, {len(twice)} repeated, "
-                                              f"{len(gaps)} gaps in the schedule")
+    out.say(
+        f"  windows reported     {sum(1 for s in windows if seen.get(s) == 1):>12,}  of {len(windows)} produced, "
+        f"{len(seen):,} in all (each exactly once, no gap: {'yes' if not (missing or twice or gaps) else 'NO'}; "
+        f"missing {len(missing)}, more than once {len(twice)}, gaps {len(gaps)})"
+    )
+    out.check(
+        not (missing or twice or gaps),
+        f"windows: {len(missing)} missing, {len(twice)} repeated, {len(gaps)} gaps in the schedule",
+    )
     offset = time.time() - time.monotonic()  # monotonic -> epoch seconds
     lat = [t + offset - (s + w) / 1000 for t, s in arrivals if s in windows]
     if lat:
-        out.say(f"  report latency after a window's end (wall clock, includes the checkpoint wait): median "
-                f"{float(np.median(lat)):.2f} s, max {max(lat):.2f} s over {len(lat)} windows")
+        out.say(
+            f"  report latency after a window's end (wall clock, includes the checkpoint wait): median "
+            f"{float(np.median(lat)):.2f} s, max {max(lat):.2f} s over {len(lat)} windows"
+        )
 
     # memory
     samples = sampler.samples
     start, end = producer.started_at, producer.ended_at
     out.say("")
-    out.say(f"memory: RSS of the job's process tree (VmRSS, /proc; {len(sampler.seen)} processes seen; shared "
-            f"pages count once per process), every {args.sample_s:g} s; t = seconds since the producer started")
+    out.say(
+        f"memory: RSS of the job's process tree (VmRSS, /proc; {len(sampler.seen)} processes seen; shared "
+        f"pages count once per process), every {args.sample_s:g} s; t = seconds since the producer started"
+    )
     out.say(f"  {'t (s)':>7} {'phase':<8} {'total MB':>9} " + " ".join(f"{r:>15}" for r in ROLES) + f" {'procs':>6}")
     step = max(1, -(-len(samples) // 40))
     shown = [s for i, s in enumerate(samples) if i % step == 0 or i == len(samples) - 1]
     for s in shown:
         phase = "start-up" if s.t < start else "soak" if s.t <= end else "drain"
-        out.say(f"  {round(s.t - start):>7d} {phase:<8} {s.total:>9.1f} " + " ".join(f"{s.mb[r]:>15.1f}" for r in ROLES)
-                + f" {s.processes:>6}")
+        out.say(
+            f"  {round(s.t - start):>7d} {phase:<8} {s.total:>9.1f} "
+            + " ".join(f"{s.mb[r]:>15.1f}" for r in ROLES)
+            + f" {s.processes:>6}"
+        )
     if step > 1:
         out.say(f"  (one sample in {step} shown, {len(samples)} in all)")
     soak = [s for s in samples if start <= s.t <= end]
@@ -782,35 +866,64 @@ def report(out: Outcome, args: argparse.Namespace, job: SoakJob, tally: Tally, w
     out.check(verdict.flat, f"memory: {verdict.text}")
 
     out.say("")
-    out.say(f"job: exit status {rc} after SIGINT to its process group (130 = clean stop); "
-            f"processes left: {left or 'none'}; log check: {log_check}")
+    out.say(
+        f"job: exit status {rc} after SIGINT to its process group (130 = clean stop); "
+        f"processes left: {left or 'none'}; log check: {log_check}"
+    )
     out.check(rc == 130, f"job exit status {rc} (expected 130 after SIGINT)")
     out.check(not left, f"processes left after the job's stop: {left}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     ap.add_argument("--seconds", type=float, default=600.0, help="how long the producer sends (default 600)")
     ap.add_argument("--quick", action="store_true", help="a 60-s soak (--seconds 60)")
-    ap.add_argument("--rate", "--rate-limit", dest="rate", type=float, default=2000.0,
-                    help="messages/s the producer aims at; 0 = as fast as it can (default 2000)")
+    ap.add_argument(
+        "--rate",
+        "--rate-limit",
+        dest="rate",
+        type=float,
+        default=2000.0,
+        help="messages/s the producer aims at; 0 = as fast as it can (default 2000)",
+    )
     ap.add_argument("--bad-share", type=float, default=0.10, help="share of bad messages (default 0.10)")
     ap.add_argument("--window-ms", type=int, default=5000, help="the job's window.size_ms (default 5000)")
-    ap.add_argument("--format", choices=("packed-ipv4", "json"), default="packed-ipv4",
-                    help="input format of the topic (default packed-ipv4)")
+    ap.add_argument(
+        "--format",
+        choices=("packed-ipv4", "json"),
+        default="packed-ipv4",
+        help="input format of the topic (default packed-ipv4)",
+    )
     ap.add_argument("--min-per-message", type=int, default=100, help="packed: fewest addresses per good message (100)")
     ap.add_argument("--max-per-message", type=int, default=1000, help="packed: most addresses per good message (1000)")
     ap.add_argument("--checkpoint-ms", type=int, default=2000, help="the job's checkpoint interval (default 2000)")
     ap.add_argument("--sample-s", type=float, default=5.0, help="memory sampling period in seconds (default 5)")
-    ap.add_argument("--mem-tolerance-mb", type=float, default=20.0,
-                    help="memory is flat if its fitted growth over the second half is below this many MB ... (20)")
+    ap.add_argument(
+        "--mem-tolerance-mb",
+        type=float,
+        default=20.0,
+        help="memory is flat if its fitted growth over the second half is below this many MB ... (20)",
+    )
     ap.add_argument("--mem-tolerance-pct", type=float, default=5.0, help="... or below this %% of the mean (5)")
-    ap.add_argument("--drain-timeout", type=float, default=600.0,
-                    help="seconds to wait for the last window's report after the producer stops (default 600)")
+    ap.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the last window's report after the producer stops (default 600)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="seed of the generated stream (not of the job's noise)")
-    ap.add_argument("--set", dest="job_set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                    help="passed to the job as `dphhh run --set` (e.g. privacy.partitions=2)")
+    ap.add_argument(
+        "--set",
+        dest="job_set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="passed to the job as `dphhh run --set` (e.g. privacy.partitions=2)",
+    )
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap (default the local broker)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, dumps) and the topics")
     args = ap.parse_args(argv)
@@ -840,8 +953,10 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.failures:
         print("FAIL: " + "; ".join(outcome.failures))
     else:
-        print("PASS: nothing lost, every bad record dead-lettered with its reason, each window reported once, "
-              "memory flat, clean stop")
+        print(
+            "PASS: nothing lost, every bad record dead-lettered with its reason, each window reported once, "
+            "memory flat, clean stop"
+        )
     if args.keep:
         log(f"kept: {work} (soak/job.toml, job.stderr, run/log, sketches/) and the topics bench-soak-*")
     else:

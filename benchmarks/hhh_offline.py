@@ -63,7 +63,7 @@ def zipf_ipv4(n: int, seed: int = 2026, distinct: int = 200_000) -> np.ndarray:
     cdf = np.cumsum(ranks**-1.2)
     cdf /= cdf[-1]
     address = np.zeros(distinct, dtype=np.uint64)
-    for byte in range(4):
+    for _ in range(4):
         perm = rng.permutation(256).astype(np.uint64)
         r = np.minimum(np.searchsorted(cdf, rng.random(distinct)), 255)
         address = (address << np.uint64(8)) | perm[r]
@@ -144,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     taus = [1e3, 1e4, 1e5, 1e6]
     t0 = time.perf_counter()
     values = zipf_ipv4(n)
-    print(f"# data: n={n:,} Zipf-like IPv4 ({np.unique(values).size:,} distinct), eps={epsilons}, "
-          f"delta={DELTA}, beta={BETA}, runs={runs}", flush=True)
+    print(
+        f"# data: n={n:,} Zipf-like IPv4 ({np.unique(values).size:,} distinct), eps={epsilons}, "
+        f"delta={DELTA}, beta={BETA}, runs={runs}",
+        flush=True,
+    )
     header = (
         f"{'eps':>3} {'h':>3} {'tau':>8} {'mechanism':>9} {'FP':>7} {'FN':>7} {'cnt mean':>9} {'cnt max':>9} "
         f"{'sel dev':>9} {'worst':>9} | {'worst ratio':>11} {'cnt ratio':>9} {'FP+FN ratio':>11} | "
@@ -161,8 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         if spec not in trees:
             t1 = time.perf_counter()
             trees[spec] = count_hierarchy(values, hierarchy)
-            print(f"# {spec}: counted {sum(lc.size for lc in trees[spec].levels.values()):,} nodes in "
-                  f"{time.perf_counter() - t1:.1f}s", file=sys.stderr, flush=True)
+            print(
+                f"# {spec}: counted {sum(lc.size for lc in trees[spec].levels.values()):,} nodes in "
+                f"{time.perf_counter() - t1:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
         tree = trees[spec]
         a1_scales = Algorithm1Scales.for_budget(epsilon, DELTA)
         b_scales = BaselineScales.for_budget(epsilon, DELTA, h)
@@ -171,16 +178,20 @@ def main(argv: list[str] | None = None) -> int:
             exact = exact_selection(tree, tau)
             n_exact = int(sum(m.sum() for m in exact.values()))
             plan = plan_offline_hhh(h, tau, epsilon, DELTA, n, BETA)
-            base = summarise([
-                measure(tree, baseline_levels(tree, tau, b_scales, SeededRandomSource(seed)), exact, tau)
-                for seed in range(runs)
-            ])
+            base = summarise(
+                [
+                    measure(tree, baseline_levels(tree, tau, b_scales, SeededRandomSource(seed)), exact, tau)
+                    for seed in range(runs)
+                ]
+            )
             alg1 = None
             if tau >= min_tau:
-                alg1 = summarise([
-                    measure(tree, algorithm1_levels(tree, tau, a1_scales, SeededRandomSource(seed)), exact, tau)
-                    for seed in range(runs)
-                ])
+                alg1 = summarise(
+                    [
+                        measure(tree, algorithm1_levels(tree, tau, a1_scales, SeededRandomSource(seed)), exact, tau)
+                        for seed in range(runs)
+                    ]
+                )
             if alg1 is None or base.worst < alg1.worst:
                 measured = "stability_histogram"
             elif alg1.worst < base.worst:
@@ -191,21 +202,29 @@ def main(argv: list[str] | None = None) -> int:
             agree = measured == plan.choice or measured == "equal"
             disagreements += not agree
             verdict = "equal" if measured == "equal" else ("yes" if agree else "NO")
-            row = (f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'baseline':>9} {base.fp:>7.1f} {base.fn:>7.1f} {fmt(base.count_mean):>9} "
-                   f"{fmt(base.count_max):>9} {fmt(base.sel_dev):>9} {fmt(base.worst):>9} |")
+            row = (
+                f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'baseline':>9} {base.fp:>7.1f} {base.fn:>7.1f} {fmt(base.count_mean):>9} "
+                f"{fmt(base.count_max):>9} {fmt(base.sel_dev):>9} {fmt(base.worst):>9} |"
+            )
             print(f"{row} {'':>11} {'':>9} {'':>11} | {'':>11} {'':>8} {'':>8} {'':>5}   (exact HHH: {n_exact})")
             if alg1 is None:
-                print(f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'alg1':>9} {'refused (guard: tau >= ' + f'{min_tau:.3g})':>61} | "
-                      f"{'':>11} {'':>9} {'':>11} | {counts_only:>11} {NAMES[plan.choice]:>8} "
-                      f"{NAMES[measured]:>8} {verdict:>5}")
+                print(
+                    f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'alg1':>9} {'refused (guard: tau >= ' + f'{min_tau:.3g})':>61} | "
+                    f"{'':>11} {'':>9} {'':>11} | {counts_only:>11} {NAMES[plan.choice]:>8} "
+                    f"{NAMES[measured]:>8} {verdict:>5}"
+                )
             else:
-                print(f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'alg1':>9} {alg1.fp:>7.1f} {alg1.fn:>7.1f} {fmt(alg1.count_mean):>9} "
-                      f"{fmt(alg1.count_max):>9} {fmt(alg1.sel_dev):>9} {fmt(alg1.worst):>9} | "
-                      f"{ratio(alg1.worst, base.worst):>11} {ratio(alg1.count_mean, base.count_mean):>9} "
-                      f"{ratio(alg1.fp + alg1.fn, base.fp + base.fn):>11} | {counts_only:>11} "
-                      f"{NAMES[plan.choice]:>8} {NAMES[measured]:>8} {verdict:>5}")
-            print(f"    planner: predicted worst alg1={'refused' if plan.algorithm1.refused else fmt(plan.algorithm1.worst)}"
-                  f" baseline={fmt(plan.baseline.worst)}; {plan.reason}")
+                print(
+                    f"{epsilon:>3g} {h:>3} {tau:>8.0e} {'alg1':>9} {alg1.fp:>7.1f} {alg1.fn:>7.1f} {fmt(alg1.count_mean):>9} "
+                    f"{fmt(alg1.count_max):>9} {fmt(alg1.sel_dev):>9} {fmt(alg1.worst):>9} | "
+                    f"{ratio(alg1.worst, base.worst):>11} {ratio(alg1.count_mean, base.count_mean):>9} "
+                    f"{ratio(alg1.fp + alg1.fn, base.fp + base.fn):>11} | {counts_only:>11} "
+                    f"{NAMES[plan.choice]:>8} {NAMES[measured]:>8} {verdict:>5}"
+                )
+            print(
+                f"    planner: predicted worst alg1={'refused' if plan.algorithm1.refused else fmt(plan.algorithm1.worst)}"
+                f" baseline={fmt(plan.baseline.worst)}; {plan.reason}"
+            )
     print("-" * len(header))
     # Where the planner would switch (prediction only, not measured): smallest n choosing Algorithm 1.
     for epsilon, spec in [(e, sp) for e in epsilons for sp in HIERARCHIES]:
@@ -220,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                 hi = mid
             else:
                 lo = mid + 1
-        print(f"# planner: eps={epsilon:g}, h={h}, tau=1e6: Algorithm 1 is chosen from n >= {lo:.3g} (predicted, not measured)")
+        print(
+            f"# planner: eps={epsilon:g}, h={h}, tau=1e6: Algorithm 1 is chosen from n >= {lo:.3g} (predicted, not measured)"
+        )
     print(f"# planner and measurement disagree in {disagreements} setting(s); total {time.perf_counter() - t0:.0f}s")
     return 1 if disagreements else 0
 

@@ -182,7 +182,9 @@ def run_project(stream: np.ndarray, kappa: int, batch: int) -> tuple[float, Leve
     return time.perf_counter() - t0, sk
 
 
-def run_project_weighted(stream: np.ndarray, weights: np.ndarray, kappa: int, batch: int) -> tuple[float, LevelSketches]:
+def run_project_weighted(
+    stream: np.ndarray, weights: np.ndarray, kappa: int, batch: int
+) -> tuple[float, LevelSketches]:
     sk = LevelSketches(IPv4Hierarchy(), kappa, 1)
     t0 = time.perf_counter()
     for chunk, w in zip(chunks(stream, batch), chunks(weights, batch)):
@@ -238,8 +240,10 @@ def sweep(args, masks) -> None:
     m = args.sweep_elements
     print()
     print(f"# skew sensitivity: {m:,}-element streams, everything timed on the whole stream, best of {args.repeat}")
-    print(f"{'zipf s':>6} {'distinct /32':>13} {'dec/level(/32)':>14} {'project addr/s':>15} {'dict addr/s':>12} "
-          f"{'ds addr/s':>12} {'proj/dict':>9} {'proj/ds':>8}")
+    print(
+        f"{'zipf s':>6} {'distinct /32':>13} {'dec/level(/32)':>14} {'project addr/s':>15} {'dict addr/s':>12} "
+        f"{'ds addr/s':>12} {'proj/dict':>9} {'proj/ds':>8}"
+    )
     for s in args.zipf_sweep:
         log(f"sweep: s={s} ...")
         x = zipf_addresses(m, seed=args.seed, s=s)
@@ -249,28 +253,57 @@ def sweep(args, masks) -> None:
             ts = float("nan")
         else:
             ts, _ = best_of(args.repeat, run_datasketches, x, args.kappa, args.batch, masks)
-        print(f"{s:>6.2f} {np.unique(x).size:>13,} {sk.sketch(4).decrements:>14,} {m / tp:>15,.0f} {m / td:>12,.0f} "
-              f"{m / ts:>12,.0f} {td / tp:>8.1f}x {ts / tp:>7.1f}x")
+        print(
+            f"{s:>6.2f} {np.unique(x).size:>13,} {sk.sketch(4).decrements:>14,} {m / tp:>15,.0f} {m / td:>12,.0f} "
+            f"{m / ts:>12,.0f} {td / tp:>8.1f}x {ts / tp:>7.1f}x"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--elements", type=int, default=10_000_000, help="stream length (default 10^7)")
     ap.add_argument("--counters", "--kappa", dest="kappa", type=int, default=1024, help="κ per level (default 1024)")
-    ap.add_argument("--dict-elements", type=int, default=1_000_000, help="prefix timed for the dict baseline (default 10^6; 0 = whole stream)")
-    ap.add_argument("--ds-elements", type=int, default=1_000_000, help="prefix timed for DataSketches (default 10^6; 0 = whole stream)")
+    ap.add_argument(
+        "--dict-elements",
+        type=int,
+        default=1_000_000,
+        help="prefix timed for the dict baseline (default 10^6; 0 = whole stream)",
+    )
+    ap.add_argument(
+        "--ds-elements",
+        type=int,
+        default=1_000_000,
+        help="prefix timed for DataSketches (default 10^6; 0 = whole stream)",
+    )
     ap.add_argument("--batch", type=int, default=65536, help="addresses per update batch (default 65536)")
     ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent per octet (default 1.1)")
     ap.add_argument("--seed", type=int, default=20240601)
-    ap.add_argument("--repeat", type=int, default=3, help="time every implementation this many times, keep the best (default 3)")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="time every implementation this many times, keep the best (default 3)"
+    )
     ap.add_argument("--no-datasketches", action="store_true", help="skip baseline (c)")
-    ap.add_argument("--zipf-sweep", type=lambda t: [float(v) for v in t.split(",")], default=None, metavar="S1,S2,...",
-                    help="also print a table of rates/ratios for these Zipf exponents (e.g. 1.1,1.3,1.5)")
-    ap.add_argument("--sweep-elements", type=int, default=1_000_000, help="stream length per sweep point (default 10^6)")
-    ap.add_argument("--weight-cap", type=int, default=64, help="public weight cap W of the weighted records (default 64)")
+    ap.add_argument(
+        "--zipf-sweep",
+        type=lambda t: [float(v) for v in t.split(",")],
+        default=None,
+        metavar="S1,S2,...",
+        help="also print a table of rates/ratios for these Zipf exponents (e.g. 1.1,1.3,1.5)",
+    )
+    ap.add_argument(
+        "--sweep-elements", type=int, default=1_000_000, help="stream length per sweep point (default 10^6)"
+    )
+    ap.add_argument(
+        "--weight-cap", type=int, default=64, help="public weight cap W of the weighted records (default 64)"
+    )
     ap.add_argument("--weight-zipf", type=float, default=1.5, help="Zipf exponent of the record weights (default 1.5)")
-    ap.add_argument("--expanded-records", type=int, default=1_000_000,
-                    help="records expanded into unit inserts for the comparison (default 10^6; 0 = all)")
+    ap.add_argument(
+        "--expanded-records",
+        type=int,
+        default=1_000_000,
+        help="records expanded into unit inserts for the comparison (default 10^6; 0 = all)",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: 2·10^5 elements, 10^5-element prefixes, 1 repeat")
     args = ap.parse_args(argv)
     if args.quick:
@@ -291,8 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     stream = zipf_addresses(n, seed=args.seed, s=args.zipf)
     distinct = [np.unique(stream & m).size for m in masks]
-    log(f"  done in {time.perf_counter() - t0:.1f}s; distinct per level: "
-        + ", ".join(f"/{L}: {d:,}" for L, d in zip(hierarchy.prefix_lengths, distinct)))
+    log(
+        f"  done in {time.perf_counter() - t0:.1f}s; distinct per level: "
+        + ", ".join(f"/{L}: {d:,}" for L, d in zip(hierarchy.prefix_lengths, distinct))
+    )
 
     log("warming up the compiled kernel ...")
     t0 = time.perf_counter()
@@ -304,8 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     log(f"(a) project LevelSketches (κ={args.kappa}, P=1) on {n:,} elements, best of {args.repeat} ...")
     best, project_full = best_of(args.repeat, run_project, stream, args.kappa, args.batch)
     rows.append(("project LevelSketches (full stream)", n, best, ""))
-    log(f"  {best:.2f}s, {n / best:,.0f} addresses/s, decrement-all steps per level: "
-        + ", ".join(str(project_full.sketch(l).decrements) for l in range(1, hierarchy.h + 1)))
+    log(
+        f"  {best:.2f}s, {n / best:,.0f} addresses/s, decrement-all steps per level: "
+        + ", ".join(str(project_full.sketch(level).decrements) for level in range(1, hierarchy.h + 1))
+    )
 
     prefix_rate: dict[int, float] = {n: n / best}
     for m in sorted({dict_n, ds_n} - {n}):
@@ -324,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         for level, dsk in enumerate(dict_sketches, start=1)
     )
     log(f"  dict state identical to the project's sketch state on that prefix: {identical}")
-    rows.append(("python dict Misra-Gries", dict_n, secs, "final state == project's: " + ("yes" if identical else "NO")))
+    rows.append(
+        ("python dict Misra-Gries", dict_n, secs, "final state == project's: " + ("yes" if identical else "NO"))
+    )
     dict_rate = dict_n / secs
 
     ds_rate = None
@@ -335,16 +374,20 @@ def main(argv: list[str] | None = None) -> int:
             log("  datasketches is not installed: .venv/bin/pip install -e '.[bench]'  (skipping (c))")
         else:
             lg = lg_for_kappa(args.kappa)
-            log(f"(c) DataSketches frequent_items_sketch(lg_max_k={lg}) on {ds_n:,} elements, best of {args.repeat} ...")
+            log(
+                f"(c) DataSketches frequent_items_sketch(lg_max_k={lg}) on {ds_n:,} elements, best of {args.repeat} ..."
+            )
             secs, _ = best_of(args.repeat, run_datasketches, stream[:ds_n], args.kappa, args.batch, masks)
             log(f"  {secs:.2f}s, {ds_n / secs:,.0f} addresses/s")
             rows.append((f"datasketches frequent_items (lg_max_k={lg})", ds_n, secs, "one update() call per key"))
             ds_rate = ds_n / secs
 
-    print(f"# sketch throughput: IPv4 levels /8,/16,/24,/32, κ={args.kappa}, stream {n:,} Zipf-ish addresses "
-          f"(seed {args.seed}, s={args.zipf}; distinct /8,/16,/24,/32: {', '.join(f'{d:,}' for d in distinct)}), "
-          f"batch {args.batch}, best of {args.repeat}; {platform.python_implementation()} {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(
+        f"# sketch throughput: IPv4 levels /8,/16,/24,/32, κ={args.kappa}, stream {n:,} Zipf-ish addresses "
+        f"(seed {args.seed}, s={args.zipf}; distinct /8,/16,/24,/32: {', '.join(f'{d:,}' for d in distinct)}), "
+        f"batch {args.batch}, best of {args.repeat}; {platform.python_implementation()} {platform.python_version()}, "
+        f"numpy {np.__version__}"
+    )
     print(f"{'implementation':<46} {'elements':>12} {'seconds':>9} {'addresses/s':>14}  note")
     for name, m, secs, note in rows:
         if m < n:
@@ -352,14 +395,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<46} {m:>12,} {secs:>9.3f} {m / secs:>14,.0f}  {note}")
     r_dict = prefix_rate[dict_n] / dict_rate
     verdict = "met" if r_dict >= TARGET_RATIO_DICT else "NOT met"
-    print(f"ratio project/python-dict  = {r_dict:6.1f}x   target >= {TARGET_RATIO_DICT:.0f}x: {verdict}  "
-          f"(rates on the same first {dict_n:,} elements; full-stream project rate / dict rate = {n / best / dict_rate:.1f}x)")
+    print(
+        f"ratio project/python-dict  = {r_dict:6.1f}x   target >= {TARGET_RATIO_DICT:.0f}x: {verdict}  "
+        f"(rates on the same first {dict_n:,} elements; full-stream project rate / dict rate = {n / best / dict_rate:.1f}x)"
+    )
     if ds_rate is not None:
-        print(f"ratio project/datasketches = {prefix_rate[ds_n] / ds_rate:6.1f}x   "
-              f"(rates on the same first {ds_n:,} elements; full-stream project rate / datasketches rate = {n / best / ds_rate:.1f}x)")
+        print(
+            f"ratio project/datasketches = {prefix_rate[ds_n] / ds_rate:6.1f}x   "
+            f"(rates on the same first {ds_n:,} elements; full-stream project rate / datasketches rate = {n / best / ds_rate:.1f}x)"
+        )
     if dict_n < n or ds_n < n:
-        print(f"note: the Python-driven baselines were timed on a prefix of the {n:,}-element stream because full runs "
-              "take too long; the stream is stationary, so per-element rates are comparable.")
+        print(
+            f"note: the Python-driven baselines were timed on a prefix of the {n:,}-element stream because full runs "
+            "take too long; the stream is stationary, so per-element rates are comparable."
+        )
     weighted(args, stream)
     if args.zipf_sweep:
         sweep(args, masks)
@@ -384,19 +433,34 @@ def weighted(args, stream: np.ndarray) -> None:
     expanded = np.repeat(stream[:exp_n], weights[:exp_n])
     secs, unit_sk = best_of(args.repeat, run_project, expanded, args.kappa, args.batch)
     _, weighted_sk = run_project_weighted(stream[:exp_n], weights[:exp_n], args.kappa, args.batch)
-    same = all(unit_sk.sketch(level).to_bytes() == weighted_sk.sketch(level).to_bytes()
-               for level in range(1, weighted_sk.hierarchy.h + 1))
-    rows.append(("same records as unit inserts (np.repeat)", exp_n, exp_units, secs,
-                 ("prefix of the stream; " if exp_n < n else "") + "final state == weighted: " + ("yes" if same else "NO")))
+    same = all(
+        unit_sk.sketch(level).to_bytes() == weighted_sk.sketch(level).to_bytes()
+        for level in range(1, weighted_sk.hierarchy.h + 1)
+    )
+    rows.append(
+        (
+            "same records as unit inserts (np.repeat)",
+            exp_n,
+            exp_units,
+            secs,
+            ("prefix of the stream; " if exp_n < n else "") + "final state == weighted: " + ("yes" if same else "NO"),
+        )
+    )
     log(f"  weighted {n / best:,.0f} records/s; expanded state identical: {same}")
     print()
-    print(f"# weighted records: the same addresses as flow records, weights min(zipf({args.weight_zipf}), W={args.weight_cap}) "
-          f"(mean {units / n:.2f}), κ={args.kappa}, batch {args.batch} records, best of {args.repeat}")
-    print(f"{'implementation':<46} {'records':>12} {'weight units':>13} {'seconds':>9} {'records/s':>12} {'units/s':>13}  note")
+    print(
+        f"# weighted records: the same addresses as flow records, weights min(zipf({args.weight_zipf}), W={args.weight_cap}) "
+        f"(mean {units / n:.2f}), κ={args.kappa}, batch {args.batch} records, best of {args.repeat}"
+    )
+    print(
+        f"{'implementation':<46} {'records':>12} {'weight units':>13} {'seconds':>9} {'records/s':>12} {'units/s':>13}  note"
+    )
     for name, m, u, secs, note in rows:
         print(f"{name:<46} {m:>12,} {u:>13,} {secs:>9.3f} {m / secs:>12,.0f} {u / secs:>13,.0f}  {note}")
-    print("decrement-all steps per level (full weighted stream): "
-          + ", ".join(f"{full.sketch(level).decrements:,}" for level in range(1, full.hierarchy.h + 1)))
+    print(
+        "decrement-all steps per level (full weighted stream): "
+        + ", ".join(f"{full.sketch(level).decrements:,}" for level in range(1, full.hierarchy.h + 1))
+    )
 
 
 if __name__ == "__main__":

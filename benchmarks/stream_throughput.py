@@ -84,10 +84,10 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -185,12 +185,14 @@ def flow_records(addresses: np.ndarray, first_window_ms: int, windows: int) -> l
     starts = first_window_ms + (np.arange(n) * (windows * WINDOW_MS - 2)) // max(n, 1)
     out = []
     for i in range(n):
-        t = _dt.datetime.fromtimestamp(int(starts[i]) / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-        out.append((
-            '{"event_type": "purge", "ip_src": "%s", "ip_dst": "10.10.10.10", "port_src": 443, "port_dst": %d, '
-            '"ip_proto": "tcp", "timestamp_start": "%s", "timestamp_end": "%s", "packets": %d, "bytes": %d, '
-            '"writer_id": "flows/1"}' % (dotted_src[i].decode(), 1024 + i % 50000, t, t, packets[i], nbytes[i])
-        ).encode())
+        t = _dt.datetime.fromtimestamp(int(starts[i]) / 1000, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        out.append(
+            (
+                f'{{"event_type": "purge", "ip_src": "{dotted_src[i].decode()}", "ip_dst": "10.10.10.10", "port_src": 443, '
+                f'"port_dst": {1024 + i % 50000:d}, "ip_proto": "tcp", "timestamp_start": "{t}", "timestamp_end": "{t}", '
+                f'"packets": {packets[i]:d}, "bytes": {nbytes[i]:d}, "writer_id": "flows/1"}}'
+            ).encode()
+        )
     return out
 
 
@@ -204,9 +206,25 @@ def java_consumer_rate(bootstrap: str, topic: str, messages: int) -> tuple[float
         return None
     for main_class in ("org.apache.kafka.tools.ConsumerPerformance", "kafka.tools.ConsumerPerformance"):
         try:
-            out = subprocess.run([java, "-cp", cp, main_class, "--bootstrap-server", bootstrap, "--topic", topic,
-                                  "--messages", str(messages), "--timeout", "60000"],
-                                 capture_output=True, text=True, timeout=180)
+            out = subprocess.run(
+                [
+                    java,
+                    "-cp",
+                    cp,
+                    main_class,
+                    "--bootstrap-server",
+                    bootstrap,
+                    "--topic",
+                    topic,
+                    "--messages",
+                    str(messages),
+                    "--timeout",
+                    "60000",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         lines = [line for line in out.stdout.splitlines() if line and line[0].isdigit()]
@@ -219,8 +237,14 @@ def java_consumer_rate(bootstrap: str, topic: str, messages: int) -> tuple[float
     return None
 
 
-def stream_messages(addresses: np.ndarray, per_message: int, windows: int, first_window_ms: int,
-                    fmt: str, units: np.ndarray | None = None) -> Iterator[tuple[int, bytes]]:
+def stream_messages(
+    addresses: np.ndarray,
+    per_message: int,
+    windows: int,
+    first_window_ms: int,
+    fmt: str,
+    units: np.ndarray | None = None,
+) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, value): ``addresses`` split evenly over ``windows`` consecutive windows,
     ``per_message`` addresses per message, timestamps spread over each window (last ms excluded);
     ``packed-ipv4-pairs``: each address preceded by its unit address from ``units``."""
@@ -261,8 +285,11 @@ class Kafka:
 
     def topics(self, prefix: str, live: bool = False) -> dict[str, str]:
         """The job's topics; a live job's input records the broker's arrival time."""
-        names = {"input_topic": f"{prefix}-in", "reports_topic": f"{prefix}-reports",
-                 "dead_letter_topic": f"{prefix}-dead"}
+        names = {
+            "input_topic": f"{prefix}-in",
+            "reports_topic": f"{prefix}-reports",
+            "dead_letter_topic": f"{prefix}-dead",
+        }
         configs = {names["input_topic"]: LIVE_INPUT_TOPIC} if live else {}
         create_topics(self.options, names.values(), partitions=1, configs=configs)
         self.created += names.values()
@@ -290,8 +317,9 @@ class Kafka:
 
         best = None
         for r in range(max(1, repeat)):
-            consumer = KafkaConsumer(**client_kwargs(self.options), group_id=None, enable_auto_commit=False,
-                                     auto_offset_reset="earliest")
+            consumer = KafkaConsumer(
+                **client_kwargs(self.options), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+            )
             try:
                 parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
                 consumer.assign(parts)
@@ -325,7 +353,9 @@ class Kafka:
         if self._admin is None:
             self._admin = KafkaAdminClient(**client_kwargs(self.options))
         offsets = self._admin.list_group_offsets({group: None}).get(group) or {}
-        found = [om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset is not None and om.offset >= 0]
+        found = [
+            om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset is not None and om.offset >= 0
+        ]
         return sum(found) if found else None
 
     def delete_created(self) -> None:
@@ -359,11 +389,18 @@ class ReportWatcher(threading.Thread):
         from kafka import KafkaConsumer, TopicPartition
 
         try:
-            consumer = KafkaConsumer(**client_kwargs(self.options), group_id=None, enable_auto_commit=False,
-                                     auto_offset_reset="earliest", isolation_level="read_committed",
-                                     fetch_max_wait_ms=100)
+            consumer = KafkaConsumer(
+                **client_kwargs(self.options),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+                fetch_max_wait_ms=100,
+            )
             try:
-                parts = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or [0])]
+                parts = [
+                    TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or [0])
+                ]
                 consumer.assign(parts)
                 consumer.seek_to_beginning(*parts)
                 while not self.stop_event.is_set():
@@ -389,7 +426,9 @@ class ReportWatcher(threading.Thread):
                 return t
         return None
 
-    def wait_for(self, predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool] = lambda: True) -> bool:
+    def wait_for(
+        self, predicate: Callable[[], bool], timeout_s: float, alive: Callable[[], bool] = lambda: True
+    ) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if predicate():
@@ -430,7 +469,11 @@ class Problems:
         return ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items())) or "none"
 
 
-BENIGN = ("checkpoint skipped (tasks not running)", "checkpoint declined (task closing)", "cancel with a bundle in flight")
+BENIGN = (
+    "checkpoint skipped (tasks not running)",
+    "checkpoint declined (task closing)",
+    "cancel with a bundle in flight",
+)
 
 
 def scan_problems(files: list[Path]) -> Problems:
@@ -445,10 +488,15 @@ def scan_problems(files: list[Path]) -> Problems:
         # benign: a checkpoint triggered before all tasks run, or while the bounded input's tasks finish
         ("checkpoint skipped (tasks not running)", re.compile(r"Not all required tasks are currently running")),
         ("checkpoint declined (task closing)", re.compile(r"Checkpoint was declined \(task is closing\)")),
-        ("checkpoint failures", re.compile(r"Failed to trigger checkpoint(?!.*Not all required tasks)|"
-                                           r"Checkpoint \d+ .*expired|"
-                                           r"Checkpoint was declined(?! \(task is closing\))|"
-                                           r"Failed to complete checkpoint")),
+        (
+            "checkpoint failures",
+            re.compile(
+                r"Failed to trigger checkpoint(?!.*Not all required tasks)|"
+                r"Checkpoint \d+ .*expired|"
+                r"Checkpoint was declined(?! \(task is closing\))|"
+                r"Failed to complete checkpoint"
+            ),
+        ),
         ("Python tracebacks", re.compile(r"Traceback \(most recent call last\)")),
     ]
     for path in files:
@@ -497,9 +545,18 @@ class JobResult:
 class Job:
     """One ``dphhh run`` subprocess with its configuration and report watcher."""
 
-    def __init__(self, bench: "Bench", name: str, topics: dict[str, str], *, windows: int | None,
-                 fmt: str = "packed-ipv4", checkpoint_ms: int = 2000, privacy: dict | None = None,
-                 inputs: dict | None = None) -> None:
+    def __init__(
+        self,
+        bench: Bench,
+        name: str,
+        topics: dict[str, str],
+        *,
+        windows: int | None,
+        fmt: str = "packed-ipv4",
+        checkpoint_ms: int = 2000,
+        privacy: dict | None = None,
+        inputs: dict | None = None,
+    ) -> None:
         """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job."""
         self.bench, self.name, self.topics = bench, name, topics
         self.dir = bench.work / name
@@ -513,10 +570,16 @@ class Job:
             "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group},
             "input": {"format": fmt, **(inputs or {})},
             "window": window,
-            "flink": {"checkpoint_interval_ms": checkpoint_ms, "checkpoint_dir": str(self.dir / "checkpoints"),
-                      "prometheus_port": str(self.port)},
-            "output": {"ledger_dir": str(self.dir / "ledger"), "reports_file": str(self.dir / "reports.jsonl"),
-                       "run_dir": str(self.dir / "run")},
+            "flink": {
+                "checkpoint_interval_ms": checkpoint_ms,
+                "checkpoint_dir": str(self.dir / "checkpoints"),
+                "prometheus_port": str(self.port),
+            },
+            "output": {
+                "ledger_dir": str(self.dir / "ledger"),
+                "reports_file": str(self.dir / "reports.jsonl"),
+                "run_dir": str(self.dir / "run"),
+            },
         }
         if privacy:
             values["privacy"] = dict(privacy)
@@ -540,7 +603,11 @@ class Job:
         self.wall0 = time.time()
         self.proc = subprocess.Popen(
             [*dphhh_command(), "run", "--feed", "no", "--config", str(self.config), *sets],
-            cwd=self.dir, stdout=self.stdout, stderr=self.stderr, env=job_environment(), start_new_session=True,
+            cwd=self.dir,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            env=job_environment(),
+            start_new_session=True,
         )
         log(f"  {self.name}: job started (pid {self.proc.pid}, run folder {self.dir / 'run'})")
 
@@ -647,24 +714,44 @@ class Bench:
         self.rows: list[Row] = []
         self.notes: list[str] = []
 
-    def bounded(self, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
-                consume: bool, units: np.ndarray | None = None, privacy: dict | None = None,
-                inputs: dict | None = None) -> tuple[JobResult, int, tuple[int, int, float] | None]:
+    def bounded(
+        self,
+        name: str,
+        addresses: np.ndarray,
+        per_message: int,
+        windows: int,
+        fmt: str,
+        consume: bool,
+        units: np.ndarray | None = None,
+        privacy: dict | None = None,
+        inputs: dict | None = None,
+    ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
         """Publish, optionally time the consume-only loop, run the bounded job."""
         topics = self.kafka.topics(f"{self.prefix}-{name}")
-        n_msgs, _, _ = self.kafka.produce(topics["input_topic"],
-                                          stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name)
+        n_msgs, _, _ = self.kafka.produce(
+            topics["input_topic"], stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name
+        )
         ceiling = None
         if consume:
             log(f"  consume-only loop on {topics['input_topic']} ...")
             ceiling = self.kafka.consume_only(topics["input_topic"], self.args.consume_repeat)
             if fmt == "flow-json":
                 java = java_consumer_rate(self.bootstrap, topics["input_topic"], n_msgs)
-                self.notes.append(f"{name}: Kafka's Java consumer (ConsumerPerformance) on the same topic: "
-                                  + (f"{java[0]:,.0f} records/s ({java[1]:.1f} MB/s)" if java else "could not run"))
+                self.notes.append(
+                    f"{name}: Kafka's Java consumer (ConsumerPerformance) on the same topic: "
+                    + (f"{java[0]:,.0f} records/s ({java[1]:.1f} MB/s)" if java else "could not run")
+                )
                 log(f"  {self.notes[-1]}")
-        job = Job(self, name, topics, windows=windows, fmt=fmt, checkpoint_ms=self.args.checkpoint_ms, privacy=privacy,
-                  inputs=inputs)
+        job = Job(
+            self,
+            name,
+            topics,
+            windows=windows,
+            fmt=fmt,
+            checkpoint_ms=self.args.checkpoint_ms,
+            privacy=privacy,
+            inputs=inputs,
+        )
         try:
             job.start()
             job.result.expected_reports = windows
@@ -680,9 +767,11 @@ class Bench:
         if result.rc != 0 and (job.dir / "job.stderr").exists():
             tail = (job.dir / "job.stderr").read_text(errors="replace")[-2000:]
             log(f"  {name}: the job failed (exit status {result.rc}); end of its stderr:\n{tail}")
-        log(f"  {name}: after the process start: tasks running {fmt_s(result.tasks_running)}, first report {fmt_s(result.first_report)}, "
+        log(
+            f"  {name}: after the process start: tasks running {fmt_s(result.tasks_running)}, first report {fmt_s(result.first_report)}, "
             f"last report {fmt_s(result.last_report)}, exit {fmt_s(result.exited)}; "
-            f"{result.reports}/{windows} reports")
+            f"{result.reports}/{windows} reports"
+        )
         if result.reports != windows:
             log(f"  {name}: WARNING: {result.reports} report(s) read, {windows} expected")
         self.results[name] = result
@@ -693,23 +782,45 @@ class Bench:
         addresses = synthetic_addresses(30, seed=3)
         result, _, _ = self.bounded("startup", addresses, 10, 1, "packed-ipv4", consume=False)
         if result.first_report is not None:
-            log(f"  start-up: report readable {result.first_report:.1f} s after the process start "
-                f"(tasks running after {fmt_s(result.tasks_running)}, process exit after {fmt_s(result.exited)})")
+            log(
+                f"  start-up: report readable {result.first_report:.1f} s after the process start "
+                f"(tasks running after {fmt_s(result.tasks_running)}, process exit after {fmt_s(result.exited)})"
+            )
         return result
 
-    def throughput(self, label: str, name: str, addresses: np.ndarray, per_message: int, windows: int, fmt: str,
-                   startup: JobResult | None, addresses_target: bool, units: np.ndarray | None = None,
-                   privacy: dict | None = None, inputs: dict | None = None) -> None:
+    def throughput(
+        self,
+        label: str,
+        name: str,
+        addresses: np.ndarray,
+        per_message: int,
+        windows: int,
+        fmt: str,
+        startup: JobResult | None,
+        addresses_target: bool,
+        units: np.ndarray | None = None,
+        privacy: dict | None = None,
+        inputs: dict | None = None,
+    ) -> None:
         n_addr = len(addresses)
-        result, n_msgs, ceiling = self.bounded(name, addresses, per_message, windows, fmt, consume=True,
-                                               units=units, privacy=privacy, inputs=inputs)
+        result, n_msgs, ceiling = self.bounded(
+            name, addresses, per_message, windows, fmt, consume=True, units=units, privacy=privacy, inputs=inputs
+        )
         ceiling_rate = None
         if ceiling is not None:
             c_msgs, c_bytes, c_secs = ceiling
             c_addr = {"packed-ipv4": c_bytes // 4, "packed-ipv4-pairs": c_bytes // 8}.get(fmt, c_msgs)
             ceiling_rate = c_msgs / c_secs
-            self.rows.append(Row(f"consume-only, {label}", c_msgs, c_addr, c_secs, None,
-                                 f"(ingest ceiling, best of {self.args.consume_repeat})"))
+            self.rows.append(
+                Row(
+                    f"consume-only, {label}",
+                    c_msgs,
+                    c_addr,
+                    c_secs,
+                    None,
+                    f"(ingest ceiling, best of {self.args.consume_repeat})",
+                )
+            )
 
         def row(kind: str, secs: float | None, verdict: bool) -> None:
             rate_m = n_msgs / secs if secs and secs > 0 else None
@@ -721,16 +832,25 @@ class Bench:
                     target = f">= {TARGET_ADDRESSES_PER_S:,} addr/s: {'met' if ok else 'NOT met'}"
                 elif ratio is not None:
                     target = f">= {TARGET_RATIO:g}x consume-only: {'met' if ratio >= TARGET_RATIO else 'NOT met'}"
-            self.rows.append(Row(f"e2e {label}, {kind}", n_msgs, n_addr, secs if secs and secs > 0 else None,
-                                 ratio, target))
+            self.rows.append(
+                Row(f"e2e {label}, {kind}", n_msgs, n_addr, secs if secs and secs > 0 else None, ratio, target)
+            )
             if secs and secs > 0:
-                log(f"  {label}, {kind}: {secs:.2f} s, {n_msgs / secs:,.0f} messages/s, {n_addr / secs:,.0f} addresses/s"
-                    + (f", {ratio:.3f}x consume-only" if ratio is not None else ""))
+                log(
+                    f"  {label}, {kind}: {secs:.2f} s, {n_msgs / secs:,.0f} messages/s, {n_addr / secs:,.0f} addresses/s"
+                    + (f", {ratio:.3f}x consume-only" if ratio is not None else "")
+                )
 
         ok = result.rc == 0 and result.last_report is not None
         if not ok:
-            self.rows.append(Row(f"e2e {label}: FAILED ({result.note or f'exit {result.rc}'}, "
-                                 f"{result.reports}/{windows} reports)", n_msgs, n_addr, None))
+            self.rows.append(
+                Row(
+                    f"e2e {label}: FAILED ({result.note or f'exit {result.rc}'}, {result.reports}/{windows} reports)",
+                    n_msgs,
+                    n_addr,
+                    None,
+                )
+            )
             return
         row("raw (process start → last report)", result.last_report, False)
         if startup is not None and startup.first_report is not None:
@@ -741,12 +861,15 @@ class Bench:
         self.notes.append(
             f"{label}: {windows} window(s), {result.reports}/{windows} reports; first report {fmt_s(result.first_report)}, "
             f"last report {fmt_s(result.last_report)}, process exit {fmt_s(result.exited)} after the process start; "
-            f"tasks running after {fmt_s(result.tasks_running)}" + (f"; {result.note}" if result.note else ""))
+            f"tasks running after {fmt_s(result.tasks_running)}" + (f"; {result.note}" if result.note else "")
+        )
 
     def latency(self) -> None:
         a = self.args
-        log(f"latency: live job, {a.latency_addresses:,} addresses per window, {a.latency_repeats} window(s), "
-            f"checkpoint interval {a.latency_checkpoint_ms} ms ...")
+        log(
+            f"latency: live job, {a.latency_addresses:,} addresses per window, {a.latency_repeats} window(s), "
+            f"checkpoint interval {a.latency_checkpoint_ms} ms ..."
+        )
         topics = self.kafka.topics(f"{self.prefix}-latency", live=True)
         job = Job(self, "latency", topics, windows=None, checkpoint_ms=a.latency_checkpoint_ms)
         producer = PackedProducer(self.kafka.options, topics["input_topic"])
@@ -775,7 +898,7 @@ class Bench:
                     break
                 end = window + WINDOW_MS
                 loaded.add(window)
-                if not job.watcher.wait_for(lambda: job.watcher.arrival_of(window) is not None, 120, job.alive):
+                if not job.watcher.wait_for(lambda w=window: job.watcher.arrival_of(w) is not None, 120, job.alive):
                     failure = f"no report for window {rep} within 120 s"
                     break
                 readable = job.watcher.arrival_of(window) - job.t0 + job.wall0  # wall-clock time it was readable
@@ -798,20 +921,28 @@ class Bench:
                 f"target < {TARGET_LATENCY_S:g} s at 10^6 addresses/window: {verdict}"
                 + ("" if a.latency_addresses >= 1_000_000 else f" (measured at {a.latency_addresses:,}, not 10^6)")
                 + f". Includes the wait for the next checkpoint (interval {a.latency_checkpoint_ms} ms): reports are "
-                "Kafka transactions committed at checkpoints.")
+                "Kafka transactions committed at checkpoints."
+            )
         else:
             self.latency_line = f"report latency: NOT measured ({failure or 'no sample'})"
         if failure and samples:
             self.latency_line += f" [stopped early: {failure}]"
-        empty = [t - job.t0 + job.wall0 - (start + WINDOW_MS) / 1000 for t, start in list(job.watcher.arrivals)
-                 if start is not None and start not in loaded and (start + WINDOW_MS) / 1000 > running + 1]
+        empty = [
+            t - job.t0 + job.wall0 - (start + WINDOW_MS) / 1000
+            for t, start in list(job.watcher.arrivals)
+            if start is not None and start not in loaded and (start + WINDOW_MS) / 1000 > running + 1
+        ]
         if empty and samples:  # the residual timing channel: how much later a loaded window's report comes
-            self.latency_line += (f" Empty windows of the same run: median {float(np.median(empty)):.2f} s, max "
-                                  f"{max(empty):.2f} s over {len(empty)} window(s); the difference is the residual "
-                                  "timing that the volume of a window causes (README, Known limits).")
+            self.latency_line += (
+                f" Empty windows of the same run: median {float(np.median(empty)):.2f} s, max "
+                f"{max(empty):.2f} s over {len(empty)} window(s); the difference is the residual "
+                "timing that the volume of a window causes (README, Known limits)."
+            )
         if rates:
-            self.notes.append(f"latency job (live): publish rate of each window's addresses: "
-                              f"{', '.join(f'{r:,.0f}' for r in rates)} addresses/s")
+            self.notes.append(
+                f"latency job (live): publish rate of each window's addresses: "
+                f"{', '.join(f'{r:,.0f}' for r in rates)} addresses/s"
+            )
 
 
 def fmt_s(x: float | None) -> str:
@@ -826,32 +957,44 @@ def print_table(bench: Bench, args: argparse.Namespace, load_start: tuple[float,
     cfg = load_config(None, overrides=bench.job_set, environ={})
     p = cfg.params
     load_end = os.getloadavg()
-    print(f"# stream throughput: `dphhh run` (embedded MiniCluster, parallelism {cfg['flink.parallelism']}), "
-          f"Kafka {args.bootstrap}, {WINDOW_MS // 1000}-s windows, {cfg.hierarchy.spec()}, κ={p.counters}, "
-          f"P={p.partitions}, ε={p.epsilon:g}, δ={p.delta:g}, checkpoints every {args.checkpoint_ms} ms (bounded runs)")
-    print(f"# {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}; load average "
-          f"(1 min) {load_start[0]:.2f} at start, {load_end[0]:.2f} at end — other load lowers every rate"
-          + ("; QUICK smoke run: sizes far below the targets' conditions, start-up dominates" if args.quick else ""))
-    header = (f"{'scenario':<62} {'messages':>11} {'addresses':>12} {'seconds':>8} {'messages/s':>11} "
-              f"{'addresses/s':>12} {'ratio':>6}  target")
+    print(
+        f"# stream throughput: `dphhh run` (embedded MiniCluster, parallelism {cfg['flink.parallelism']}), "
+        f"Kafka {args.bootstrap}, {WINDOW_MS // 1000}-s windows, {cfg.hierarchy.spec()}, κ={p.counters}, "
+        f"P={p.partitions}, ε={p.epsilon:g}, δ={p.delta:g}, checkpoints every {args.checkpoint_ms} ms (bounded runs)"
+    )
+    print(
+        f"# {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}; load average "
+        f"(1 min) {load_start[0]:.2f} at start, {load_end[0]:.2f} at end — other load lowers every rate"
+        + ("; QUICK smoke run: sizes far below the targets' conditions, start-up dominates" if args.quick else "")
+    )
+    header = (
+        f"{'scenario':<62} {'messages':>11} {'addresses':>12} {'seconds':>8} {'messages/s':>11} "
+        f"{'addresses/s':>12} {'ratio':>6}  target"
+    )
     print(header)
     for r in bench.rows:
         secs = r.seconds
-        print(f"{r.scenario:<62} {r.messages:>11,} {r.addresses:>12,} {f'{secs:.2f}' if secs else 'n/a':>8} "
-              f"{fmt_rate(r.messages / secs if secs else None):>11} {fmt_rate(r.addresses / secs if secs else None):>12} "
-              f"{'' if r.ratio is None else f'{r.ratio:.2f}x':>6}  {r.target}")
+        print(
+            f"{r.scenario:<62} {r.messages:>11,} {r.addresses:>12,} {f'{secs:.2f}' if secs else 'n/a':>8} "
+            f"{fmt_rate(r.messages / secs if secs else None):>11} {fmt_rate(r.addresses / secs if secs else None):>12} "
+            f"{'' if r.ratio is None else f'{r.ratio:.2f}x':>6}  {r.target}"
+        )
     if hasattr(bench, "latency_line"):
         print(bench.latency_line)
     s = bench.results.get("startup")
     if s is not None:
-        print(f"start-up (tiny bounded job, 3 messages): report readable after {fmt_s(s.first_report)}, tasks running "
-              f"after {fmt_s(s.tasks_running)}, process exit after {fmt_s(s.exited)}; the adjusted rows subtract "
-              "the time to its report")
+        print(
+            f"start-up (tiny bounded job, 3 messages): report readable after {fmt_s(s.first_report)}, tasks running "
+            f"after {fmt_s(s.tasks_running)}, process exit after {fmt_s(s.exited)}; the adjusted rows subtract "
+            "the time to its report"
+        )
     for note in bench.notes:
         print(f"note: {note}")
-    print("note: ratio = the job's messages/s over the consume-only loop's messages/s on the same topic. Start-up "
-          "varies from job to job under load, so the 'adjusted' rows can be off by seconds; 'tasks running' rows start "
-          "when the Flink log shows the last task RUNNING (operators opened, Python workers up)")
+    print(
+        "note: ratio = the job's messages/s over the consume-only loop's messages/s on the same topic. Start-up "
+        "varies from job to job under load, so the 'adjusted' rows can be off by seconds; 'tasks running' rows start "
+        "when the Flink log shows the last task RUNNING (operators opened, Python workers up)"
+    )
     print("job logs (ERROR lines, failed tasks, restarts, checkpoint failures, tracebacks):")
     for name, r in bench.results.items():
         print(f"  {name:<9} exit {r.rc}: {r.problems.summary()}" + (f"  [{r.note}]" if r.note else ""))
@@ -860,39 +1003,79 @@ def print_table(bench: Bench, args: argparse.Namespace, load_start: tuple[float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--addresses", type=int, default=10_000_000, help="packed scenario: addresses (default 10^7)")
     ap.add_argument("--batch", type=int, default=1000, help="addresses per packed message (default 1000)")
-    ap.add_argument("--window-addresses", type=int, default=1_000_000,
-                    help="packed scenario: about this many addresses per 10-s window (default 10^6)")
-    ap.add_argument("--single-messages", type=int, default=1_000_000,
-                    help="one-address-per-message scenario: messages (default 10^6)")
+    ap.add_argument(
+        "--window-addresses",
+        type=int,
+        default=1_000_000,
+        help="packed scenario: about this many addresses per 10-s window (default 10^6)",
+    )
+    ap.add_argument(
+        "--single-messages",
+        type=int,
+        default=1_000_000,
+        help="one-address-per-message scenario: messages (default 10^6)",
+    )
     ap.add_argument("--single-windows", type=int, default=4, help="windows of that scenario (default 4)")
-    ap.add_argument("--single-format", choices=("packed", "text"), default="packed",
-                    help="one address per message as a 4-byte packed message (default) or a dotted quad")
-    ap.add_argument("--latency-addresses", type=int, default=1_000_000,
-                    help="latency scenario: addresses in the window (default 10^6)")
+    ap.add_argument(
+        "--single-format",
+        choices=("packed", "text"),
+        default="packed",
+        help="one address per message as a 4-byte packed message (default) or a dotted quad",
+    )
+    ap.add_argument(
+        "--latency-addresses",
+        type=int,
+        default=1_000_000,
+        help="latency scenario: addresses in the window (default 10^6)",
+    )
     ap.add_argument("--latency-repeats", type=int, default=3, help="latency samples, consecutive windows (default 3)")
-    ap.add_argument("--latency-checkpoint-ms", type=int, default=1000,
-                    help="checkpoint interval of the latency job (default 1000)")
-    ap.add_argument("--checkpoint-ms", type=int, default=2000, help="checkpoint interval of the bounded jobs (default 2000)")
-    ap.add_argument("--user-units", type=int, default=100_000,
-                    help="user scenario: distinct unit (source) addresses, Zipf-distributed (default 10^5)")
+    ap.add_argument(
+        "--latency-checkpoint-ms", type=int, default=1000, help="checkpoint interval of the latency job (default 1000)"
+    )
+    ap.add_argument(
+        "--checkpoint-ms", type=int, default=2000, help="checkpoint interval of the bounded jobs (default 2000)"
+    )
+    ap.add_argument(
+        "--user-units",
+        type=int,
+        default=100_000,
+        help="user scenario: distinct unit (source) addresses, Zipf-distributed (default 10^5)",
+    )
     ap.add_argument("--user-cap", type=int, default=16, help="user scenario: privacy.unit_cap (default 16)")
-    ap.add_argument("--flow-records", type=int, default=1_000_000,
-                    help="flows scenario: flow records, one per message (default 10^6)")
+    ap.add_argument(
+        "--flow-records",
+        type=int,
+        default=1_000_000,
+        help="flows scenario: flow records, one per message (default 10^6)",
+    )
     ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")
-    ap.add_argument("--only", default="packed,single,latency",
-                    help="comma-separated scenarios to run: packed, user, single, latency (default: all but user)")
-    ap.add_argument("--set", dest="job_set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                    help="passed to every job as `dphhh run --set` (e.g. privacy.partitions=2)")
+    ap.add_argument(
+        "--only",
+        default="packed,single,latency",
+        help="comma-separated scenarios to run: packed, user, single, latency (default: all but user)",
+    )
+    ap.add_argument(
+        "--set",
+        dest="job_set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="passed to every job as `dphhh run --set` (e.g. privacy.partitions=2)",
+    )
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap (default the local broker)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, ledgers) and the topics")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run (~2 min): 2·10^5 packed addresses over 4 windows, 2·10^4 single messages, "
-                         "one latency window of 2·10^5 addresses")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run (~2 min): 2·10^5 packed addresses over 4 windows, 2·10^4 single messages, "
+        "one latency window of 2·10^5 addresses",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.addresses = min(args.addresses, 200_000)
@@ -906,9 +1089,19 @@ def main(argv: list[str] | None = None) -> int:
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if only - SCENARIOS:
         ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - SCENARIOS))}")
-    for name in ("addresses", "batch", "window_addresses", "flow_records", "single_messages", "single_windows",
-                 "latency_addresses",
-                 "latency_repeats", "consume_repeat", "user_units", "user_cap"):
+    for name in (
+        "addresses",
+        "batch",
+        "window_addresses",
+        "flow_records",
+        "single_messages",
+        "single_windows",
+        "latency_addresses",
+        "latency_repeats",
+        "consume_repeat",
+        "user_units",
+        "user_cap",
+    ):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     try:
@@ -928,35 +1121,65 @@ def main(argv: list[str] | None = None) -> int:
             windows = max(1, round(args.addresses / args.window_addresses))
             log(f"packed: {args.addresses:,} addresses, {args.batch} per message, {windows} window(s) ...")
             addresses = synthetic_addresses(args.addresses, seed=1)
-            bench.throughput(f"packed ({args.batch}/msg)", "packed", addresses, args.batch, windows, "packed-ipv4",
-                             startup, True)
+            bench.throughput(
+                f"packed ({args.batch}/msg)", "packed", addresses, args.batch, windows, "packed-ipv4", startup, True
+            )
             del addresses
         if "user" in only:
             windows = max(1, round(args.addresses / args.window_addresses))
-            log(f"user: {args.addresses:,} (unit, address) pairs, {args.user_units:,} units, cap "
-                f"{args.user_cap} per unit and window, {windows} window(s) ...")
+            log(
+                f"user: {args.addresses:,} (unit, address) pairs, {args.user_units:,} units, cap "
+                f"{args.user_cap} per unit and window, {windows} window(s) ..."
+            )
             addresses = synthetic_addresses(args.addresses, seed=1)  # the packed scenario's addresses
             pool = synthetic_addresses(args.user_units, seed=5)
             units = pool[np.random.default_rng(6).zipf(1.3, args.addresses) % args.user_units]
-            bench.throughput(f"user level ({args.batch}/msg, cap {args.user_cap})", "user", addresses, args.batch,
-                             windows, "packed-ipv4-pairs", startup, True, units=units,
-                             privacy={"unit_key": "source-ipv4", "unit_cap": args.user_cap,
-                                      "budget_epsilon": 1e6, "budget_period": "deployment"})
+            bench.throughput(
+                f"user level ({args.batch}/msg, cap {args.user_cap})",
+                "user",
+                addresses,
+                args.batch,
+                windows,
+                "packed-ipv4-pairs",
+                startup,
+                True,
+                units=units,
+                privacy={
+                    "unit_key": "source-ipv4",
+                    "unit_cap": args.user_cap,
+                    "budget_epsilon": 1e6,
+                    "budget_period": "deployment",
+                },
+            )
             del addresses, units
         if "flows" in only:
             windows = max(1, round(args.flow_records / args.window_addresses))
-            log(f"flows: {args.flow_records:,} pmacct flow records (one per message), weighted by bytes, "
-                f"{windows} window(s) ...")
+            log(
+                f"flows: {args.flow_records:,} pmacct flow records (one per message), weighted by bytes, "
+                f"{windows} window(s) ..."
+            )
             addresses = synthetic_addresses(args.flow_records, seed=1)
-            bench.throughput("flows (pmacct JSON, bytes, W=1500)", "flows", addresses, 1, windows, "flow-json",
-                             startup, False, inputs={"flow_weight": "bytes", "weight_cap": 1500})
+            bench.throughput(
+                "flows (pmacct JSON, bytes, W=1500)",
+                "flows",
+                addresses,
+                1,
+                windows,
+                "flow-json",
+                startup,
+                False,
+                inputs={"flow_weight": "bytes", "weight_cap": 1500},
+            )
             del addresses
         if "single" in only:
             fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"
-            log(f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ...")
+            log(
+                f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ..."
+            )
             addresses = synthetic_addresses(args.single_messages, seed=2)
-            bench.throughput(f"1/msg ({args.single_format})", "single", addresses, 1, args.single_windows, fmt,
-                             startup, False)
+            bench.throughput(
+                f"1/msg ({args.single_format})", "single", addresses, 1, args.single_windows, fmt, startup, False
+            )
         if "latency" in only:
             bench.latency()
     except KeyboardInterrupt:

@@ -27,7 +27,9 @@ Modules:
   ``import connectors`` stays free of it; import ``connectors.kafka_io`` explicitly.
 """
 
-from .skips import NoReadableInput, SkipCounter
+from .decode import FORMATS, Decoded, DecodedBatch, MessageDecoder
+from .files import INPUT_FORMATS, InputFile, detect_format, open_input
+from .flow_json import FlowBatch, FlowColumns, FlowJsonDecoder, iter_flow_file, split_json_lines
 from .pcap import (
     capture_format,
     iter_capture_sources,
@@ -36,13 +38,11 @@ from .pcap import (
     read_pcap_sources,
     read_pcapng_sources,
 )
-from .text import MAX_LINE_BYTES, iter_text_lines, parse_ipv4, parse_ipv4_each, parse_ipv6, parse_paths
-from .flow_json import FlowBatch, FlowColumns, FlowJsonDecoder, iter_flow_file, split_json_lines
-from .decode import FORMATS, Decoded, DecodedBatch, MessageDecoder
-from .files import INPUT_FORMATS, InputFile, detect_format, open_input
-from .snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot, snapshot_format
 from .report_sink import JsonLinesReportFile, ReportSinkError
+from .skips import NoReadableInput, SkipCounter
+from .snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot, snapshot_format
 from .synthetic import HEAVY_PREFIXES, synthetic_addresses
+from .text import MAX_LINE_BYTES, iter_text_lines, parse_ipv4, parse_ipv4_each, parse_ipv6, parse_paths
 
 __all__ = [
     # batch-command input files

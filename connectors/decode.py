@@ -35,7 +35,8 @@ import numpy as np
 
 from privacy.unit_cap import unit_keys_of
 
-from .flow_json import REASONS as FLOW_REASONS, FlowJsonDecoder
+from .flow_json import REASONS as FLOW_REASONS
+from .flow_json import FlowJsonDecoder
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
@@ -47,10 +48,26 @@ PACKED_FORMATS = ("packed-ipv4", "packed-ipv4-pairs")
 #: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON).
 UNIT_FORMATS = ("packed-ipv4-pairs", "json")
 #: Every reason a decoder gives for a bad message.
-REASONS = ("empty", "oversized", "bad_length", "invalid_utf8", "bad_ipv4", "wrong_family", "bad_json",
-           "missing_field", "bad_time", "missing_unit", "bad_path_empty_component", "bad_path_too_long", "bad_path_too_deep",
-           "bad_path_depth") + tuple(r for r in FLOW_REASONS if r not in (
-               "empty", "oversized", "invalid_utf8", "bad_json", "missing_field", "wrong_family", "bad_time"))
+REASONS = (
+    "empty",
+    "oversized",
+    "bad_length",
+    "invalid_utf8",
+    "bad_ipv4",
+    "wrong_family",
+    "bad_json",
+    "missing_field",
+    "bad_time",
+    "missing_unit",
+    "bad_path_empty_component",
+    "bad_path_too_long",
+    "bad_path_too_deep",
+    "bad_path_depth",
+) + tuple(
+    r
+    for r in FLOW_REASONS
+    if r not in ("empty", "oversized", "invalid_utf8", "bad_json", "missing_field", "wrong_family", "bad_time")
+)
 _BE_U32 = np.dtype(">u4")
 
 
@@ -120,8 +137,13 @@ class MessageDecoder:
         self.path_depth = path_depth
         self.flow = None
         if fmt == "flow-json":
-            self.flow = FlowJsonDecoder(flow_schema, key=flow_key, weight=flow_weight, family="ipv4",
-                                        max_record_bytes=max(16, max_message_bytes))
+            self.flow = FlowJsonDecoder(
+                flow_schema,
+                key=flow_key,
+                weight=flow_weight,
+                family="ipv4",
+                max_record_bytes=max(16, max_message_bytes),
+            )
         #: whether decoded values come with weights (flow records weighted by packets or bytes)
         self.weighted = self.flow is not None and flow_weight != "records"
 
@@ -131,8 +153,8 @@ class MessageDecoder:
             one = self.decode_many([value])
             if one.reasons[0] is not None:
                 return Decoded(reason=one.reasons[0])
-            t = int(one.event_times[0]) if one.event_times is not None else -1
-            return Decoded(values=one.values, event_time=None if t < 0 else t)
+            first = int(one.event_times[0]) if one.event_times is not None else -1
+            return Decoded(values=one.values, event_time=None if first < 0 else first)
         reason = self._size_reason(value)
         if reason is not None:
             return Decoded(reason=reason)

@@ -98,8 +98,7 @@ class InputFile:
         """
         if self.is_capture:
             raise ValueError(
-                f"input: {self.path} is a {self.format} capture; "
-                "captures only provide IPv4 source addresses"
+                f"input: {self.path} is a {self.format} capture; captures only provide IPv4 source addresses"
             )
         return text.iter_text_lines(self.path, skips, chunk_size)
 
@@ -114,9 +113,7 @@ def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> Inpu
     ``ValueError`` starting with ``"input: "``.
     """
     if input_format not in INPUT_FORMATS:
-        raise ValueError(
-            f"input: unknown input format {input_format!r}; expected one of {', '.join(INPUT_FORMATS)}"
-        )
+        raise ValueError(f"input: unknown input format {input_format!r}; expected one of {', '.join(INPUT_FORMATS)}")
     p = Path(path)
     detected = detect_format(p)
     if input_format == "auto":

@@ -86,21 +86,22 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .skips import SkipCounter
 from .text import iter_text_lines, parse_ipv4_each
 
+_fast_loads: Callable[[bytes | str], Any]
 try:  # pragma: no cover - exercised through whichever is installed
     import orjson as _orjson
 
     _fast_loads = _orjson.loads
 except ImportError:  # pragma: no cover
-    _orjson = None
     _fast_loads = json.loads
 
 __all__ = [
@@ -122,29 +123,51 @@ KEYS = ("src", "dst")
 WEIGHTS = ("packets", "bytes", "records")
 FAMILIES = ("ipv4", "ipv6", "both")
 #: Every reason :class:`FlowJsonDecoder` gives, in the order they are checked.
-REASONS = ("empty", "oversized", "invalid_utf8", "bad_json", "missing_field", "bad_counter",
-           "counter_too_large", "bad_address", "wrong_family", "bad_time")
+REASONS = (
+    "empty",
+    "oversized",
+    "invalid_utf8",
+    "bad_json",
+    "missing_field",
+    "bad_counter",
+    "counter_too_large",
+    "bad_address",
+    "wrong_family",
+    "bad_time",
+)
 #: Default bound on ``packets`` and ``bytes`` (see the module docstring).
 MAX_COUNTER = 1 << 48
 
 # Field names: (primary, alternative) per role; the alternative is goflow2 v1's CamelCase.
-_FIELDS = {
+_FIELDS: dict[str, dict[str, tuple[Any, ...]]] = {  # "time": the time fields, in order
     "pmacct": {
-        "src": ("ip_src", None), "dst": ("ip_dst", None),
-        "packets": ("packets", None), "bytes": ("bytes", None),
+        "src": ("ip_src", None),
+        "dst": ("ip_dst", None),
+        "packets": ("packets", None),
+        "bytes": ("bytes", None),
         "time": ("timestamp_start", "timestamp_end", "timestamp_arrival", "stamp_inserted"),
     },
     "goflow2": {
-        "src": ("src_addr", "SrcAddr"), "dst": ("dst_addr", "DstAddr"),
-        "packets": ("packets", "Packets"), "bytes": ("bytes", "Bytes"),
+        "src": ("src_addr", "SrcAddr"),
+        "dst": ("dst_addr", "DstAddr"),
+        "packets": ("packets", "Packets"),
+        "bytes": ("bytes", "Bytes"),
         "time": ("time_flow_start_ns", "TimeFlowStartNs", "time_received_ns", "TimeReceivedNs"),
     },
 }
 # How pmacct writes a time the exporter did not send (treated as absent: the next field is tried).
-_ZERO_TIMES = frozenset({
-    0, "0", "0.000000", "0000-00-00 00:00:00.000000", "0000-00-00 00:00:00",
-    "0000-00-00T00:00:00.000000Z", "0000-00-00T00:00:00Z", "0000-00-00T00:00:00.000000",
-})
+_ZERO_TIMES = frozenset(
+    {
+        0,
+        "0",
+        "0.000000",
+        "0000-00-00 00:00:00.000000",
+        "0000-00-00 00:00:00",
+        "0000-00-00T00:00:00.000000Z",
+        "0000-00-00T00:00:00Z",
+        "0000-00-00T00:00:00.000000",
+    }
+)
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 _MAX_NS = (1 << 63) - 1
 _EPOCH_RE = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,9}))?")
@@ -233,9 +256,10 @@ class FlowJsonDecoder:
         fields = _FIELDS[schema]
         if time_fields is None:
             time_fields = fields["time"]
-        elif (isinstance(time_fields, str) or not time_fields
-              or not all(isinstance(f, str) and f for f in time_fields)):
-            raise ValueError(f"FlowJsonDecoder: time_fields must be a non-empty sequence of field names, got {time_fields!r}")
+        elif isinstance(time_fields, str) or not time_fields or not all(isinstance(f, str) and f for f in time_fields):
+            raise ValueError(
+                f"FlowJsonDecoder: time_fields must be a non-empty sequence of field names, got {time_fields!r}"
+            )
         self.schema = schema
         self.key = key
         self.weight = weight
@@ -249,7 +273,7 @@ class FlowJsonDecoder:
         self._bytes_field, self._bytes_alt = fields["bytes"]
 
     # ------------------------------------------------------------------------------------------
-    def decode_many(self, values: list[bytes | str | None]) -> FlowBatch:
+    def decode_many(self, values: Sequence[bytes | str | None]) -> FlowBatch:
         """Decode many records (Kafka message values or lines); never raises for bad content.
 
         Column by column when every record of the batch parses to a JSON object of the right
@@ -264,7 +288,7 @@ class FlowJsonDecoder:
                 return out
         return self.decode_each(values)
 
-    def _decode_columns(self, values: list[bytes | str | None]) -> FlowBatch | None:
+    def _decode_columns(self, values: Sequence[bytes | str | None]) -> FlowBatch | None:
         """The columnar path, or ``None`` when a record is empty, oversized, not JSON or not an
         object (then the caller decodes record by record, which gives those their reasons).
 
@@ -278,16 +302,20 @@ class FlowJsonDecoder:
         bf, ba = self._bytes_field, self._bytes_alt
         t0 = self.time_fields[0]
         loads = _fast_loads
+        records = cast("Sequence[bytes | str]", values)  # a None among them raises TypeError below
+        rows: list[tuple[Any, ...]]
         try:
-            sizes = list(map(len, values))  # TypeError for a None value
+            sizes = list(map(len, records))  # TypeError for a None value
             if min(sizes) == 0 or max(sizes) > self.max_record_bytes:
                 return None
             # AttributeError for a JSON value that is not an object (only dict has .get)
             if ka is None:
-                rows = [(o.get(kf), o.get(pf), o.get(bf), o.get(t0)) for o in map(loads, values)]
+                rows = [(o.get(kf), o.get(pf), o.get(bf), o.get(t0)) for o in map(loads, records)]
             else:
-                rows = [(o.get(kf), o.get(pf), o.get(bf), o.get(t0), o.get(ka), o.get(pa), o.get(ba))
-                        for o in map(loads, values)]
+                rows = [
+                    (o.get(kf), o.get(pf), o.get(bf), o.get(t0), o.get(ka), o.get(pa), o.get(ba))
+                    for o in map(loads, records)
+                ]
         except Exception:  # a value that is None, not JSON, invalid UTF-8, not an object, ...
             return None
         cols = list(zip(*rows))
@@ -312,9 +340,17 @@ class FlowJsonDecoder:
                 ok = (pk >= 0) & (pk <= by) & (by <= top)
                 arrays = (pk, by)
         else:
-            ok = np.fromiter((x.__class__ is str and y.__class__ is int and z.__class__ is int and 0 <= y <= z <= top
-                              for x, y, z in zip(a, p, b)), dtype=bool, count=n)
+            ok = np.fromiter(
+                (
+                    x.__class__ is str and y.__class__ is int and z.__class__ is int and 0 <= y <= z <= top
+                    for x, y, z in zip(a, p, b)
+                ),
+                dtype=bool,
+                count=n,
+            )
         reasons: list[str | None] = [None] * n
+        packets: np.ndarray | Sequence[int]
+        nbytes: np.ndarray | Sequence[int]
         if not ok.all():
             # the records refused: their reasons exactly as the record-by-record path gives them
             for i in np.flatnonzero(~ok).tolist():
@@ -344,7 +380,7 @@ class FlowJsonDecoder:
                     times[j] = _BAD_TIME
         return self._finish(reasons, keep, a, packets, nbytes, times)
 
-    def decode_each(self, values: list[bytes | str | None]) -> FlowBatch:
+    def decode_each(self, values: Sequence[bytes | str | None]) -> FlowBatch:
         """Decode record by record (the reference for :meth:`decode_many`'s columnar path)."""
         n = len(values)
         reasons: list[str | None] = [None] * n
@@ -420,8 +456,11 @@ class FlowJsonDecoder:
     def _fields(self, obj: dict) -> tuple[Any, Any, Any]:
         """(key, packets, bytes) of a parsed record, alternative names included."""
         out = []
-        for main, alt in ((self._key_field, self._key_alt), (self._packets_field, self._packets_alt),
-                          (self._bytes_field, self._bytes_alt)):
+        for main, alt in (
+            (self._key_field, self._key_alt),
+            (self._packets_field, self._packets_alt),
+            (self._bytes_field, self._bytes_alt),
+        ):
             v = obj.get(main)
             if v is None and alt is not None:
                 v = obj.get(alt)
@@ -486,7 +525,9 @@ class FlowJsonDecoder:
         ok &= t_ok
         sel4 = ok[v4_at]
         sel6 = ok[v6_at]
-        cols4 = FlowColumns(4, at[v4_at[sel4]], v4_keys[sel4].astype(np.uint32), weights[v4_at[sel4]], event_ms[v4_at[sel4]])
+        cols4 = FlowColumns(
+            4, at[v4_at[sel4]], v4_keys[sel4].astype(np.uint32), weights[v4_at[sel4]], event_ms[v4_at[sel4]]
+        )
         cols6 = FlowColumns(6, at[v6_at[sel6]], (hi[sel6], lo[sel6]), weights[v6_at[sel6]], event_ms[v6_at[sel6]])
         if self.family == "ipv4":
             cols6 = _empty_columns(6)
@@ -529,13 +570,13 @@ class FlowJsonDecoder:
                 valid[j] = False
             elif t.__class__ is int:
                 if goflow2:
-                    ok = 0 < t <= _MAX_NS
-                    ms = t // 1_000_000
+                    fits = 0 < t <= _MAX_NS
+                    t_ms = t // 1_000_000
                 else:  # pmacct with timestamps_since_epoch: seconds
-                    ok = 0 < t <= _MAX_MS // 1000
-                    ms = t * 1000
-                if ok and ms > 0:
-                    out[j] = ms
+                    fits = 0 < t <= _MAX_MS // 1000
+                    t_ms = t * 1000
+                if fits and t_ms > 0:
+                    out[j] = t_ms
                 else:
                     valid[j] = False
             elif goflow2:  # goflow2 publishes integers only
@@ -629,7 +670,7 @@ def _parse_times_ms(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return ms, ok
 
 
-def _digits(d: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
+def _digits(d: np.ndarray, cols: tuple[int, ...]) -> npt.NDArray[np.int64]:
     out = np.zeros(d.shape[0], dtype=np.int64)
     for c in cols:
         out = out * 10 + d[:, c]
@@ -647,7 +688,9 @@ def _parse_iso_ms(strs: list[str]) -> tuple[np.ndarray, np.ndarray]:
     ok = (lens >= 19) & (lens <= _TW)
     for p in (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18):
         ok &= dig[:, p]
-    ok &= (c[:, 4] == 45) & (c[:, 7] == 45) & ((c[:, 10] == 32) | (c[:, 10] == 84)) & (c[:, 13] == 58) & (c[:, 16] == 58)
+    ok &= (
+        (c[:, 4] == 45) & (c[:, 7] == 45) & ((c[:, 10] == 32) | (c[:, 10] == 84)) & (c[:, 13] == 58) & (c[:, 16] == 58)
+    )
     d = np.where(dig, d, 0)
     year, month, day = _digits(d, (0, 1, 2, 3)), _digits(d, (5, 6)), _digits(d, (8, 9))
     hour, minute, sec = _digits(d, (11, 12)), _digits(d, (14, 15)), _digits(d, (17, 18))

@@ -12,11 +12,11 @@ import re
 import ssl
 import threading
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 from kafka.errors import KafkaConnectionError
-
 
 __all__ = [
     "BrokerRefusedError",
@@ -41,35 +41,85 @@ _BE_U32 = np.dtype(">u4")
 # --- client options: Java client names -> kafka-python keyword arguments -------------------------
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SASL_MECHANISMS = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
-                    "SCRAM-SHA-512": "ScramLoginModule"}
+_SASL_MECHANISMS = {
+    "PLAIN": "PlainLoginModule",
+    "SCRAM-SHA-256": "ScramLoginModule",
+    "SCRAM-SHA-512": "ScramLoginModule",
+}
 # Java client options whose kafka-python keyword is the name with dots replaced (same meaning).
-_INT_OPTIONS = frozenset({
-    "request.timeout.ms", "retry.backoff.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-    "connections.max.idle.ms", "metadata.max.age.ms", "send.buffer.bytes", "receive.buffer.bytes",
-})
+_INT_OPTIONS = frozenset(
+    {
+        "request.timeout.ms",
+        "retry.backoff.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "connections.max.idle.ms",
+        "metadata.max.age.ms",
+        "send.buffer.bytes",
+        "receive.buffer.bytes",
+    }
+)
 _STR_OPTIONS = frozenset({"client.id"})
 # Options that only concern the Java clients of the Flink job (Java TLS/SASL plumbing, the Flink
 # connector's own settings, producer/consumer tuning): dphhh's kafka-python clients ignore them and
 # choose their own acks, isolation level, offsets and timeouts.
-_JAVA_ONLY = frozenset({
-    "ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password",
-    "ssl.protocol", "ssl.enabled.protocols", "ssl.provider", "ssl.keymanager.algorithm",
-    "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
-    "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.ms",
-    "sasl.login.retry.backoff.max.ms", "socket.connection.setup.timeout.ms",
-    "socket.connection.setup.timeout.max.ms",
-    "partition.discovery.interval.ms", "client.id.prefix", "commit.offsets.on.checkpoint",
-    "register.consumer.metrics",
-    "acks", "linger.ms", "batch.size", "buffer.memory", "compression.type", "retries", "delivery.timeout.ms",
-    "max.request.size", "max.block.ms", "enable.idempotence", "transaction.timeout.ms", "transactional.id",
-    "max.in.flight.requests.per.connection",
-    "group.id", "auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms", "isolation.level",
-    "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms", "max.partition.fetch.bytes", "max.poll.records",
-    "max.poll.interval.ms", "session.timeout.ms", "heartbeat.interval.ms", "check.crcs", "client.rack",
-    "partition.assignment.strategy", "key.serializer", "value.serializer", "key.deserializer",
-    "value.deserializer",
-})
+_JAVA_ONLY = frozenset(
+    {
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "ssl.truststore.password",
+        "ssl.keystore.password",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.provider",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+        "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms",
+        "sasl.login.retry.backoff.ms",
+        "sasl.login.retry.backoff.max.ms",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+        "partition.discovery.interval.ms",
+        "client.id.prefix",
+        "commit.offsets.on.checkpoint",
+        "register.consumer.metrics",
+        "acks",
+        "linger.ms",
+        "batch.size",
+        "buffer.memory",
+        "compression.type",
+        "retries",
+        "delivery.timeout.ms",
+        "max.request.size",
+        "max.block.ms",
+        "enable.idempotence",
+        "transaction.timeout.ms",
+        "transactional.id",
+        "max.in.flight.requests.per.connection",
+        "group.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "auto.commit.interval.ms",
+        "isolation.level",
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.max.wait.ms",
+        "max.partition.fetch.bytes",
+        "max.poll.records",
+        "max.poll.interval.ms",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "check.crcs",
+        "client.rack",
+        "partition.assignment.strategy",
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+    }
+)
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
 _JAAS_TOKEN = re.compile(r'\s*(?:(?P<word>[^\s=;"]+)|(?P<eq>=)|(?P<quoted>"(?:[^"\\]|\\.)*")|(?P<semi>;))', re.S)
 
@@ -91,8 +141,9 @@ def parse_jaas_login(text: str, key: str = "sasl.jaas.config") -> tuple[str, dic
     while pos < len(text):
         m = _JAAS_TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise _option_error(key, "is not a JAAS login entry (module flag key=\"value\" ...;)")
+            raise _option_error(key, 'is not a JAAS login entry (module flag key="value" ...;)')
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _JAAS_TOKEN is a named group, and one matched
         value = m.group(kind)
         if kind == "quoted":
             value = re.sub(r"\\(.)", r"\1", value[1:-1], flags=re.S)
@@ -100,16 +151,20 @@ def parse_jaas_login(text: str, key: str = "sasl.jaas.config") -> tuple[str, dic
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
-    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1] not in (("word", f) for f in _JAAS_FLAGS) \
-            or tokens[-1][0] != "semi":
-        raise _option_error(key, "is not a JAAS login entry (module flag key=\"value\" ...;)")
+    if (
+        len(tokens) < 3
+        or tokens[0][0] != "word"
+        or tokens[1] not in (("word", f) for f in _JAAS_FLAGS)
+        or tokens[-1][0] != "semi"
+    ):
+        raise _option_error(key, 'is not a JAAS login entry (module flag key="value" ...;)')
     body, options = tokens[2:-1], {}
     if len(body) % 3:
-        raise _option_error(key, "is not a JAAS login entry (module flag key=\"value\" ...;)")
+        raise _option_error(key, 'is not a JAAS login entry (module flag key="value" ...;)')
     for i in range(0, len(body), 3):
         (k_kind, name), (e_kind, _), (v_kind, value) = body[i : i + 3]
         if k_kind != "word" or e_kind != "eq" or v_kind not in ("word", "quoted"):
-            raise _option_error(key, "must hold exactly one login module: module flag key=\"value\" ...;")
+            raise _option_error(key, 'must hold exactly one login module: module flag key="value" ...;')
         options[name] = value
     return tokens[0][1], options
 
@@ -117,27 +172,41 @@ def parse_jaas_login(text: str, key: str = "sasl.jaas.config") -> tuple[str, dic
 def _sasl_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
     mechanism = str(options.get("sasl.mechanism", "")).strip()
     if not mechanism:
-        raise _option_error("sasl.mechanism", f"must be set with a SASL security.protocol (one of {', '.join(_SASL_MECHANISMS)})")
+        raise _option_error(
+            "sasl.mechanism", f"must be set with a SASL security.protocol (one of {', '.join(_SASL_MECHANISMS)})"
+        )
     if mechanism not in _SASL_MECHANISMS:
-        raise _option_error("sasl.mechanism", f"must be one of {', '.join(_SASL_MECHANISMS)} for dphhh's kafka-python clients")
+        raise _option_error(
+            "sasl.mechanism", f"must be one of {', '.join(_SASL_MECHANISMS)} for dphhh's kafka-python clients"
+        )
     if "sasl.jaas.config" not in options:
         raise _option_error("sasl.jaas.config", f"must be set for sasl.mechanism {mechanism} (username and password)")
     module, login = parse_jaas_login(str(options["sasl.jaas.config"]))
     if module.rsplit(".", 1)[-1] != _SASL_MECHANISMS[mechanism]:
-        raise _option_error("sasl.jaas.config", f"must use the {_SASL_MECHANISMS[mechanism]} for sasl.mechanism {mechanism}")
+        raise _option_error(
+            "sasl.jaas.config", f"must use the {_SASL_MECHANISMS[mechanism]} for sasl.mechanism {mechanism}"
+        )
     if "tokenauth" in login:
-        raise _option_error("sasl.jaas.config", "uses delegation tokens (tokenauth), which dphhh's kafka-python clients do not support")
+        raise _option_error(
+            "sasl.jaas.config", "uses delegation tokens (tokenauth), which dphhh's kafka-python clients do not support"
+        )
     for name in ("username", "password"):
         if not login.get(name):
-            raise _option_error("sasl.jaas.config", f"must give {name}=\"...\"")
-    return {"sasl_mechanism": mechanism, "sasl_plain_username": login["username"], "sasl_plain_password": login["password"]}
+            raise _option_error("sasl.jaas.config", f'must give {name}="..."')
+    return {
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": login["username"],
+        "sasl_plain_password": login["password"],
+    }
 
 
 def _pem_file(options: Mapping[str, Any], store: str) -> str:
     kind = str(options.get(f"ssl.{store}.type", "JKS")).strip().upper()  # Java's default type is JKS
     if kind != "PEM":
-        raise _option_error(f"ssl.{store}.location", f'must be a PEM file for dphhh\'s kafka-python clients '
-                                                     f'(set ssl.{store}.type = "PEM")')
+        raise _option_error(
+            f"ssl.{store}.location",
+            f'must be a PEM file for dphhh\'s kafka-python clients (set ssl.{store}.type = "PEM")',
+        )
     return str(options[f"ssl.{store}.location"])
 
 
@@ -158,8 +227,12 @@ def _ssl_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _SASL_KEYS = ("sasl.mechanism", "sasl.jaas.config")
-_SSL_KEYS = ("ssl.truststore.location", "ssl.keystore.location", "ssl.key.password",
-             "ssl.endpoint.identification.algorithm")
+_SSL_KEYS = (
+    "ssl.truststore.location",
+    "ssl.keystore.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+)
 
 
 def client_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -197,13 +270,18 @@ def client_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
         elif key in _STR_OPTIONS:
             out[key.replace(".", "_")] = str(value)
         elif key not in _SASL_KEYS and key not in _SSL_KEYS and key not in _JAVA_ONLY:
-            raise _option_error(key, "is not a Kafka client option dphhh's kafka-python clients can honour "
-                                     "(use the Java client names, e.g. sasl.jaas.config, ssl.truststore.location)")
+            raise _option_error(
+                key,
+                "is not a Kafka client option dphhh's kafka-python clients can honour "
+                "(use the Java client names, e.g. sasl.jaas.config, ssl.truststore.location)",
+            )
     protocol = out.get("security_protocol", "PLAINTEXT")
     if protocol.startswith("SASL_"):
         out.update(_sasl_kwargs(options))
     elif any(k in options for k in _SASL_KEYS):
-        raise _option_error(next(k for k in _SASL_KEYS if k in options), "needs security.protocol SASL_SSL or SASL_PLAINTEXT")
+        raise _option_error(
+            next(k for k in _SASL_KEYS if k in options), "needs security.protocol SASL_SSL or SASL_PLAINTEXT"
+        )
     if protocol.endswith("SSL"):
         out.update(_ssl_kwargs(options))
     elif any(k in options for k in _SSL_KEYS):
@@ -250,8 +328,12 @@ class _BootstrapFailures(logging.Handler):
         self.reasons: list[BaseException] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, str) and record.msg.startswith("Bootstrap connection to") \
-                and isinstance(record.args, tuple) and len(record.args) >= 2:
+        if (
+            isinstance(record.msg, str)
+            and record.msg.startswith("Bootstrap connection to")
+            and isinstance(record.args, tuple)
+            and len(record.args) >= 2
+        ):
             if isinstance(record.args[1], BaseException):
                 self.reasons.append(record.args[1])
 
@@ -259,8 +341,13 @@ class _BootstrapFailures(logging.Handler):
     def fatal(exc: BaseException) -> bool:
         """Retrying cannot help: the broker refused the credentials or the TLS handshake failed."""
         name = type(exc).__name__
-        return "Sasl" in name or "Authentication" in name or isinstance(exc, ssl.SSLError) \
-            or "Handshake failed" in str(exc) or "CERTIFICATE_VERIFY_FAILED" in str(exc)
+        return (
+            "Sasl" in name
+            or "Authentication" in name
+            or isinstance(exc, ssl.SSLError)
+            or "Handshake failed" in str(exc)
+            or "CERTIFICATE_VERIFY_FAILED" in str(exc)
+        )
 
 
 def _open_client(cls, options: Mapping[str, Any], **overrides: Any):
@@ -287,11 +374,15 @@ def _open_client(cls, options: Mapping[str, Any], **overrides: Any):
         finally:
             log.removeHandler(failures)
         if fatal:
-            raise BrokerRefusedError(f"broker {where} refused the connection: {fatal[-1]} "
-                                       "(check kafka.security_protocol and the SASL/TLS settings in kafka.extra)") from None
+            raise BrokerRefusedError(
+                f"broker {where} refused the connection: {fatal[-1]} "
+                "(check kafka.security_protocol and the SASL/TLS settings in kafka.extra)"
+            ) from None
         last = f" (last failure: {failures.reasons[-1]})" if failures.reasons else ""
-        raise KafkaConnectionError(f"cannot bootstrap from {where}{last}; is the broker up, and do "
-                                   "kafka.bootstrap and kafka.security_protocol match its listener?") from None
+        raise KafkaConnectionError(
+            f"cannot bootstrap from {where}{last}; is the broker up, and do "
+            "kafka.bootstrap and kafka.security_protocol match its listener?"
+        ) from None
 
 
 open_client = _open_client
@@ -310,8 +401,15 @@ class StableOffsetProbe:
         opened = []
         try:
             for isolation in ("read_committed", "read_uncommitted"):
-                opened.append(_open_client(lambda **kw: KafkaConsumer(**kw), options, isolation_level=isolation,
-                                           enable_auto_commit=False, request_timeout_ms=request_timeout_ms))
+                opened.append(
+                    _open_client(
+                        lambda **kw: KafkaConsumer(**kw),
+                        options,
+                        isolation_level=isolation,
+                        enable_auto_commit=False,
+                        request_timeout_ms=request_timeout_ms,
+                    )
+                )
         except BaseException:
             for consumer in opened:
                 consumer.close()
@@ -322,7 +420,9 @@ class StableOffsetProbe:
         """partition → (last stable offset, end offset); empty if the topic does not exist (yet)."""
         from kafka import TopicPartition
 
-        partitions = [TopicPartition(self.topic, p) for p in sorted(self._committed.partitions_for_topic(self.topic) or ())]
+        partitions = [
+            TopicPartition(self.topic, p) for p in sorted(self._committed.partitions_for_topic(self.topic) or ())
+        ]
         if not partitions:
             return {}
         stable = self._committed.end_offsets(partitions)
@@ -354,11 +454,17 @@ def wait_for_broker(options: Mapping[str, Any], timeout_s: float = 60.0) -> None
         except (KafkaError, OSError) as exc:
             last = exc
             time.sleep(0.5)
-    raise TimeoutError(f"kafka: broker {options.get('bootstrap.servers')} not reachable after {timeout_s:.0f} s ({last})")
+    raise TimeoutError(
+        f"kafka: broker {options.get('bootstrap.servers')} not reachable after {timeout_s:.0f} s ({last})"
+    )
 
 
-def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: int = 1,
-                  configs: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+def create_topics(
+    options: Mapping[str, Any],
+    names: Iterable[str],
+    partitions: int = 1,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[str]:
     """Create the topics that do not exist yet (replication 1; ``configs``: topic → its configuration,
     e.g. ``{"message.timestamp.type": "LogAppendTime"}``); returns those created."""
     from kafka import KafkaAdminClient
@@ -371,13 +477,19 @@ def create_topics(options: Mapping[str, Any], names: Iterable[str], partitions: 
         existing = set(admin.list_topics())
         missing = [n for n in names if n not in existing]
         if missing:
-            admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1,
-                                          topic_configs=dict(configs.get(n, {}))) for n in missing])
+            admin.create_topics(
+                [
+                    NewTopic(n, num_partitions=partitions, replication_factor=1, topic_configs=dict(configs.get(n, {})))
+                    for n in missing
+                ]
+            )
         deadline = time.monotonic() + 30
         while True:  # a topic is usable once its partitions have leaders
             described = admin.describe_topics(names)
             ready = all(
-                not t.get("error_code") and t.get("partitions") and all(p.get("leader_id", -1) >= 0 for p in t["partitions"])
+                not t.get("error_code")
+                and t.get("partitions")
+                and all(p.get("leader_id", -1) >= 0 for p in t["partitions"])
                 for t in described
             )
             if ready:
@@ -461,8 +573,9 @@ def iter_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -
     ``TimeoutError`` if no record arrives for ``stall_s`` before the end is reached."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False,
-                            isolation_level="read_committed")
+    consumer = _open_client(
+        KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
+    )
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(parts)
@@ -497,7 +610,7 @@ def iter_committed_values(
     idle_timeout_s: float = 5.0,
     group_id: str | None = None,
     from_beginning: bool = True,
-    stop: "threading.Event | None" = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, value) of a topic, read-committed only, from the beginning (or, without
     ``from_beginning``, from records published after the start).

@@ -162,7 +162,11 @@ def capture_format(path: str | os.PathLike[str]) -> str:
 
 
 def _decode_batch(
-    buf: bytes, offs: list[int], lens: list[int], linktypes: int | list[int], skips: SkipCounter,
+    buf: bytes,
+    offs: list[int],
+    lens: list[int],
+    linktypes: int | list[int],
+    skips: SkipCounter,
     ip_lengths: bool = False,
 ) -> Any:
     """Source IPv4 of the packets ``buf[offs[i] : offs[i] + lens[i]]`` as uint32, skipping the rest;
@@ -183,6 +187,7 @@ def _decode_batch(
     def u16be(pos: np.ndarray) -> np.ndarray:
         return (u8(pos) << 8) | u8(pos + 1)
 
+    groups: list[tuple[int, np.ndarray | None]]  # (link type, its rows; None: every row)
     if isinstance(linktypes, int):
         groups = [(linktypes, None)]
     else:

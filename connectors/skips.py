@@ -58,12 +58,33 @@ from __future__ import annotations
 __all__ = ["SkipCounter", "UNPARSABLE", "EXCLUDED", "is_unparsable", "NoReadableInput", "no_readable_message"]
 
 #: Reasons for records that hold no element: their counts are operational (stderr only).
-UNPARSABLE = frozenset({
-    "invalid_utf8", "line_too_long", "bad_ipv4", "bad_ipv6", "bad_path_empty_component", "bad_path_too_long",
-    "bad_int", "bad_csv_row", "bad_json", "missing_column", "truncated", "unsupported_linktype",
-    "unknown_interface", "corrupt_file_tail", "empty", "oversized", "bad_length", "missing_field", "bad_time",
-    "missing_unit", "bad_address", "bad_counter", "counter_too_large",
-})
+UNPARSABLE = frozenset(
+    {
+        "invalid_utf8",
+        "line_too_long",
+        "bad_ipv4",
+        "bad_ipv6",
+        "bad_path_empty_component",
+        "bad_path_too_long",
+        "bad_int",
+        "bad_csv_row",
+        "bad_json",
+        "missing_column",
+        "truncated",
+        "unsupported_linktype",
+        "unknown_interface",
+        "corrupt_file_tail",
+        "empty",
+        "oversized",
+        "bad_length",
+        "missing_field",
+        "bad_time",
+        "missing_unit",
+        "bad_address",
+        "bad_counter",
+        "counter_too_large",
+    }
+)
 
 #: Reasons for valid records that are not elements of this run: their counts are never shown.
 EXCLUDED = frozenset({"not_ipv4", "wrong_family", "bad_path_depth", "bad_path_too_deep", "out_of_domain"})
@@ -78,7 +99,7 @@ class NoReadableInput(ValueError):
     """The input held no element of the requested kind (every record was skipped, or it was empty)."""
 
 
-def no_readable_message(path: object, skips: "SkipCounter", hint: str = "") -> str:
+def no_readable_message(path: object, skips: SkipCounter, hint: str = "") -> str:
     """The message of :class:`NoReadableInput` for ``path``: it never names a count.
 
     ``hint`` is a static, data-independent suggestion (e.g. which ``--hierarchy`` reads IPv6).

@@ -36,8 +36,9 @@ import ipaddress
 import json
 import os
 import re
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +46,16 @@ from . import text
 from .files import detect_format, open_input
 from .skips import SkipCounter
 
-__all__ = ["SNAPSHOT_FORMATS", "KINDS", "INT_SATURATED", "SnapshotValues", "read_snapshot", "snapshot_format",
-           "parse_ipv4_records", "parse_ipv6_records"]
+__all__ = [
+    "SNAPSHOT_FORMATS",
+    "KINDS",
+    "INT_SATURATED",
+    "SnapshotValues",
+    "read_snapshot",
+    "snapshot_format",
+    "parse_ipv4_records",
+    "parse_ipv6_records",
+]
 
 SNAPSHOT_FORMATS = ("auto", "text", "pcap", "pcapng", "csv", "jsonl")
 KINDS = ("ipv4", "int", "path")
@@ -102,8 +111,9 @@ def _counted_lines(fh, position: _Position) -> Iterator[str]:
         yield line
 
 
-def _rows_csv(path: Path, columns: Sequence[str], skips: SkipCounter,
-              position: _Position) -> Iterator[list[list[str] | None]]:
+def _rows_csv(
+    path: Path, columns: Sequence[str], skips: SkipCounter, position: _Position
+) -> Iterator[list[list[str] | None]]:
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
         reader = csv.reader(_counted_lines(fh, position))
         try:
@@ -133,8 +143,9 @@ def _rows_csv(path: Path, columns: Sequence[str], skips: SkipCounter,
             yield chunk
 
 
-def _rows_jsonl(path: Path, columns: Sequence[str], skips: SkipCounter,
-                position: _Position) -> Iterator[list[list[str] | None]]:
+def _rows_jsonl(
+    path: Path, columns: Sequence[str], skips: SkipCounter, position: _Position
+) -> Iterator[list[list[str] | None]]:
     with open(path, "rb") as fh:
         chunk: list[list[str] | None] = []
         for raw in _counted_lines(fh, position):
@@ -165,8 +176,9 @@ def _rows_text(path: Path, skips: SkipCounter, position: _Position) -> Iterator[
 def _parse_ints(cells: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(int64 values, valid mask): integer literals, saturated at ±INT_SATURATED beyond 64 bits."""
     ok = np.fromiter((bool(_INT.match(c)) for c in cells), dtype=bool, count=len(cells))
-    values = np.fromiter((_int_value(c) if good else 0 for c, good in zip(cells, ok.tolist())), dtype=np.int64,
-                         count=len(cells))
+    values = np.fromiter(
+        (_int_value(c) if good else 0 for c, good in zip(cells, ok.tolist())), dtype=np.int64, count=len(cells)
+    )
     return values, ok
 
 
@@ -262,9 +274,11 @@ def read_snapshot(
         raise ValueError(f"input: {p} is not a readable file")
     position = _Position()
     size = max(p.stat().st_size, 1)
-    rows_of = {"csv": lambda: _rows_csv(p, columns, skips, position),
-               "jsonl": lambda: _rows_jsonl(p, columns, skips, position),
-               "text": lambda: _rows_text(p, skips, position)}[fmt]
+    rows_of = {
+        "csv": lambda: _rows_csv(p, columns, skips, position),
+        "jsonl": lambda: _rows_jsonl(p, columns, skips, position),
+        "text": lambda: _rows_text(p, skips, position),
+    }[fmt]
     parts: list[Any] = []
     rows = 0
     for chunk in rows_of():
@@ -294,5 +308,7 @@ def read_snapshot(
         values_out = np.concatenate(parts)
     else:
         width = max(len(columns), 1)
-        values_out = np.empty(0, np.uint32) if kind == "ipv4" else np.empty((0,) if width == 1 else (0, width), np.int64)
+        values_out = (
+            np.empty(0, np.uint32) if kind == "ipv4" else np.empty((0,) if width == 1 else (0, width), np.int64)
+        )
     return SnapshotValues(values_out, rows + skips["bad_json"] + skips["bad_csv_row"], skips, fmt)

@@ -12,7 +12,7 @@ __all__ = ["synthetic_addresses", "HEAVY_PREFIXES"]
 
 #: (network, prefix length, share of the stream) of the planted heavy hitters.
 HEAVY_PREFIXES = (
-    (0x2D000000, 8, 0.15),   # 45.0.0.0/8
+    (0x2D000000, 8, 0.15),  # 45.0.0.0/8
     (0xC6336400, 24, 0.10),  # 198.51.100.0/24
     (0xCB007100, 32, 0.05),  # 203.0.113.0 (one host)
     (0x0A140000, 16, 0.10),  # 10.20.0.0/16

@@ -69,9 +69,7 @@ def _decode_lines(raw: bytes, skips: SkipCounter, out: list[str]) -> None:
             _clean([text], out)
 
 
-def iter_text_lines(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int = 65536
-) -> Iterator[list[str]]:
+def iter_text_lines(path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int = 65536) -> Iterator[list[str]]:
     """Yield the file's records as lists of 1 .. ``chunk_size`` stripped, non-comment lines.
 
     See the module docstring for the exact line rules. A missing or unreadable file raises
@@ -90,9 +88,7 @@ def iter_text_lines(
     return _iter_lines(path, skips, chunk_size)
 
 
-def _iter_lines(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int
-) -> Iterator[list[str]]:
+def _iter_lines(path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int) -> Iterator[list[str]]:
     with open(path, "rb") as f:
         pending: list[str] = []
         carry = b""  # start of a line whose end has not been read yet
@@ -261,19 +257,17 @@ def parse_ipv6(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.nda
 # paths
 
 
-def parse_paths(
-    lines: list[str], skips: SkipCounter, max_depth: int = 64, max_length: int = 4096
-) -> list[str]:
+def parse_paths(lines: list[str], skips: SkipCounter, max_depth: int = 64, max_length: int = 4096) -> list[str]:
     """Normalised ``/``-separated paths (input order); bad lines are counted, not returned.
 
-    Normalisation: strip whitespace around the line and around every component, then drop one
-    trailing ``/`` (``" de / bavaria/ "`` -> ``de/bavaria``). Rejections, checked in this order:
+        Normalisation: strip whitespace around the line and around every component, then drop one
+        trailing ``/`` (``" de / bavaria/ "`` -> ``de/bavaria``). Rejections, checked in this order:
 
-    * ``bad_path_empty_component`` — an empty line, a leading ``/``, ``a//b``, ``a/ /b``, or more
-      than one trailing ``/``;
-    * ``bad_path_too_long`` — the normalised path has more than ``max_length`` characters
-;
-    * ``bad_path_too_deep`` — more than ``max_depth`` components.
+        * ``bad_path_empty_component`` — an empty line, a leading ``/``, ``a//b``, ``a/ /b``, or more
+          than one trailing ``/``;
+        * ``bad_path_too_long`` — the normalised path has more than ``max_length`` characters
+    ;
+        * ``bad_path_too_deep`` — more than ``max_depth`` components.
     """
     if max_depth < 1 or max_length < 1:
         raise ValueError("max_depth and max_length must be >= 1")

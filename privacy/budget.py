@@ -9,7 +9,8 @@ provided every window is reported once, on schedule, and never re-released with 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .calibration import WindowCalibration
 from .params import HHHParams, PrivacyBudget
@@ -49,7 +50,9 @@ def window_ledger(
     }
     if scales.w_release is not None:
         release_entry["scales"].update({"gamma_release": scales.gamma_release, "w_release": scales.w_release})
-    event_text = f"({total.epsilon:g}, {total.delta:g})-DP with respect to adding or removing one element of this window"
+    event_text = (
+        f"({total.epsilon:g}, {total.delta:g})-DP with respect to adding or removing one element of this window"
+    )
     out: dict[str, Any] = {
         "unit": "event",
         "guarantee": event_text,
@@ -61,27 +64,37 @@ def window_ledger(
         if budget is None:
             raise ValueError("window_ledger: a user-level or weighted unit needs the budget it is stated at")
         calibrated = unit.event_budget(budget)
-        if not (math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
-                and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)):
+        if not (
+            math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
+            and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)
+        ):
             raise ValueError(  # never claim a unit-level guarantee the mechanism's calibration does not give
                 f"window_ledger: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
                 f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated budget"
             )
-        out.update({
-            "unit": unit.kind,
-            "guarantee": unit.guarantee(budget),
-            "epsilon": budget.epsilon,
-            "delta": budget.delta,
-            "event_level": {"epsilon": total.epsilon, "delta": total.delta, "guarantee": event_text,
-                            "calibration": unit.calibration_text()},
-        })
+        out.update(
+            {
+                "unit": unit.kind,
+                "guarantee": unit.guarantee(budget),
+                "epsilon": budget.epsilon,
+                "delta": budget.delta,
+                "event_level": {
+                    "epsilon": total.epsilon,
+                    "delta": total.delta,
+                    "guarantee": event_text,
+                    "calibration": unit.calibration_text(),
+                },
+            }
+        )
         if unit.kind == "user":
-            out.update({
-                "unit_key": unit.key,
-                "unit_cap": unit.cap,
-                "composition": "sequential within the window; across windows sequential for one unit "
-                               "(a unit's elements span windows), parallel for one element",
-            })
+            out.update(
+                {
+                    "unit_key": unit.key,
+                    "unit_cap": unit.cap,
+                    "composition": "sequential within the window; across windows sequential for one unit "
+                    "(a unit's elements span windows), parallel for one element",
+                }
+            )
         if unit.weight_cap > 1:
             out.update({"weight": unit.weight, "weight_cap": unit.weight_cap})
         event_text_unit = "one unit element (one unit of a record's weight)"
@@ -89,14 +102,14 @@ def window_ledger(
     if spending is not None:
         out["spending"] = dict(spending)
     out["entries"] = [
-            release_entry,
-            {
-                "mechanism": "substream_sizes" if cal.size_releases > 1 else "window_size",
-                "epsilon": size.epsilon,
-                "delta": 0.0,
-                "releases": cal.size_releases,
-                "noise": "discrete_laplace",
-                "scale": cal.size_scale,
-            },
-        ]
+        release_entry,
+        {
+            "mechanism": "substream_sizes" if cal.size_releases > 1 else "window_size",
+            "epsilon": size.epsilon,
+            "delta": 0.0,
+            "releases": cal.size_releases,
+            "noise": "discrete_laplace",
+            "scale": cal.size_scale,
+        },
+    ]
     return out

@@ -119,13 +119,11 @@ class BudgetGuard:
         if not isinstance(per_window, PrivacyBudget):
             raise ValueError(f"BudgetGuard: per_window must be a PrivacyBudget, got {type(per_window).__name__}")
         if start < first:
-            raise ValueError(
-                f"BudgetGuard: window_start_ms {start} is before the schedule start {first}"
-            )
+            raise ValueError(f"BudgetGuard: window_start_ms {start} is before the schedule start {first}")
         if self.period == "day":
             day_start = (start // DAY_MS) * DAY_MS
             origin = max(day_start, first)
-            label = _dt.datetime.fromtimestamp(day_start / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+            label = _dt.datetime.fromtimestamp(day_start / 1000, tz=_dt.UTC).strftime("%Y-%m-%d")
             name = f"day {label} (UTC)"
         else:
             origin = first

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .params import HHHParams
-from .release import ReleaseScales, alpha2 as paper_alpha2
+from .release import ReleaseScales
+from .release import alpha2 as paper_alpha2
 from .tails import smallest_two_sided_bound
 
 __all__ = ["WindowCalibration", "size_release_count", "size_release_scale"]
@@ -64,11 +65,20 @@ class WindowCalibration:
     size_slack: int
 
     @classmethod
-    def of(cls, params: HHHParams, h: int) -> "WindowCalibration":
+    def of(cls, params: HHHParams, h: int) -> WindowCalibration:
         """The calibration ``params`` give over ``h`` sketched levels."""
-        return _calibrate(params.calibration, params.variant, params.release_budget.epsilon,
-                          params.release_budget.delta, params.size_budget.epsilon, int(h), params.counters,
-                          params.partitions, params.key_beta, params.size_beta)
+        return _calibrate(
+            params.calibration,
+            params.variant,
+            params.release_budget.epsilon,
+            params.release_budget.delta,
+            params.size_budget.epsilon,
+            int(h),
+            params.counters,
+            params.partitions,
+            params.key_beta,
+            params.size_beta,
+        )
 
     @property
     def threshold(self) -> float:
@@ -113,9 +123,15 @@ class WindowCalibration:
             "threshold": round(self.threshold, 3),
             "noise_bound": self.noise_bound,
             "alpha2": round(self.alpha2, 3),
-            "scales": {"gamma": self.scales.gamma, "w": self.scales.w,
-                       **({} if self.scales.w_release is None else
-                          {"gamma_release": self.scales.gamma_release, "w_release": self.scales.w_release})},
+            "scales": {
+                "gamma": self.scales.gamma,
+                "w": self.scales.w,
+                **(
+                    {}
+                    if self.scales.w_release is None
+                    else {"gamma_release": self.scales.gamma_release, "w_release": self.scales.w_release}
+                ),
+            },
             "size_scale": self.size_scale,
             "size_releases": self.size_releases,
             "size_slack": self.size_slack,
@@ -123,8 +139,18 @@ class WindowCalibration:
 
 
 @lru_cache(maxsize=512)
-def _calibrate(name: str, variant: str, epsilon: float, delta: float, size_epsilon: float, h: int, counters: int,
-               partitions: int, key_beta: float, size_beta: float) -> WindowCalibration:
+def _calibrate(
+    name: str,
+    variant: str,
+    epsilon: float,
+    delta: float,
+    size_epsilon: float,
+    h: int,
+    counters: int,
+    partitions: int,
+    key_beta: float,
+    size_beta: float,
+) -> WindowCalibration:
     scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant, calibration=name)
     keys = counters * h * partitions
     noisy_vectors = keys * (2 if scales.w_release is not None else 1)  # fresh: test and release noise per key
@@ -140,5 +166,4 @@ def _calibrate(name: str, variant: str, epsilon: float, delta: float, size_epsil
     count = size_release_count(h, partitions)
     # P(|DLap(b)| > S) = 2·r^(S+1)/(1+r) <= 2·e^(−(S+1)/b): S = ⌈b·ln(2·count/β_size)⌉ − 1 suffices
     slack = max(0, math.ceil(size_scale * math.log(2 * count / size_beta)) - 1)
-    return WindowCalibration(name, variant, h, counters, partitions, scales, bound, float(a2), size_scale, count,
-                             slack)
+    return WindowCalibration(name, variant, h, counters, partitions, scales, bound, float(a2), size_scale, count, slack)

@@ -30,8 +30,8 @@ Bottom-up (ℓ = h … 1, then the root), for each released key e:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from sketches.hierarchy import Hierarchy
 
@@ -114,19 +114,24 @@ def extract_hhh(
         if not (1 <= rel.level <= h):
             raise ValueError(f"extract_hhh: release level must be in 1..{h}, got {rel.level}")
         if rel.n_upper is None:
-            raise ValueError(f"extract_hhh: the release of level {rel.level}, partition {rel.partition} has no size bound")
+            raise ValueError(
+                f"extract_hhh: the release of level {rel.level}, partition {rel.partition} has no size bound"
+            )
         a1 = calibration.alpha1(rel.n_upper)
         m = calibration.selection_margin(rel.n_upper)
         worst_alpha1 = max(worst_alpha1, a1)
-        for key, value in rel.values.items():
-            released[rel.level][key] = residual[rel.level][key] = float(value)
+        for key, noisy in rel.values.items():
+            released[rel.level][key] = residual[rel.level][key] = float(noisy)
             alpha1[rel.level][key] = a1
             margin[rel.level][key] = m
-            bounds[rel.level][key] = calibration.interval(float(value), rel.n_upper)
+            bounds[rel.level][key] = calibration.interval(float(noisy), rel.n_upper)
     released[0][0] = residual[0][0] = float(root_value)
     alpha1[0][0] = worst_alpha1
-    margin[0][0] = worst_alpha1 if calibration.name != "tight" else \
-        calibration.root_interval(float(root_value))[1] - float(root_value)
+    margin[0][0] = (
+        worst_alpha1
+        if calibration.name != "tight"
+        else calibration.root_interval(float(root_value))[1] - float(root_value)
+    )
     bounds[0][0] = calibration.root_interval(float(root_value))
 
     selected: list[HHHItem] = []
@@ -141,8 +146,9 @@ def extract_hhh(
             if not chosen:
                 continue
             lower, upper = bounds[level][key]
-            selected.append(HHHItem(level, key, hierarchy.label(key, level), value, released[level][key], a1,
-                                    lower, upper))
+            selected.append(
+                HHHItem(level, key, hierarchy.label(key, level), value, released[level][key], a1, lower, upper)
+            )
             if level == 0:
                 continue
             for up in range(level - 1, 0, -1):

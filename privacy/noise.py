@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -73,6 +73,7 @@ def _shape(size: SizeLike, where: str) -> tuple[tuple[int, ...], int]:
     if isinstance(size, numbers.Integral):
         shape: tuple[int, ...] = (int(size),)
     elif isinstance(size, tuple):
+
         def is_int(s: object) -> bool:
             return isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_))
 
@@ -125,7 +126,7 @@ def uniform01(source: RngLike, n: int) -> np.ndarray:
     return (words >> np.uint64(11)).astype(np.float64) * _TWO_POW_MINUS_53
 
 
-def _geometric_from_uniforms(u: np.ndarray, log1m_p: float) -> np.ndarray:
+def _geometric_from_uniforms(u: np.ndarray, log1m_p: float | np.ndarray) -> np.ndarray:
     """Inverse transform ``floor(log1p(-u) / log1p(-p))`` given ``log1m_p = log1p(-p) < 0``."""
     return np.floor(np.log1p(-u) / log1m_p).astype(np.int64)
 
@@ -384,9 +385,7 @@ def _discrete_gaussian_python(sigma2: Fraction, count: int, source: RandomSource
     return out
 
 
-def discrete_gaussian(
-    sigma2: int | float | Fraction, size: SizeLike, rng: RngLike = None
-) -> np.ndarray:
+def discrete_gaussian(sigma2: int | float | Fraction, size: SizeLike, rng: RngLike = None) -> np.ndarray:
     """Sample the discrete Gaussian distribution exactly (Canonne, Kamath, Steinke 2020).
 
     Distribution: ``P(K = k) = exp(-k**2 / (2 * sigma2)) / Z`` for every integer ``k``, with
@@ -485,8 +484,7 @@ def binomial(trials: int | np.ndarray, p: float | np.ndarray, rng: RngLike = Non
     if todo.size == 0:
         return out.reshape(shape)
     # Samples sharing (n, p) share one window CDF: build it once per distinct pair.
-    pairs, inverse = np.unique(np.column_stack([n_f[todo].astype(np.float64), p_f[todo]]), axis=0,
-                               return_inverse=True)
+    pairs, inverse = np.unique(np.column_stack([n_f[todo].astype(np.float64), p_f[todo]]), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     n_t, p_t = pairs[:, 0], pairs[:, 1]
     sd = np.sqrt(n_t * p_t * (1.0 - p_t))
@@ -500,11 +498,14 @@ def binomial(trials: int | np.ndarray, p: float | np.ndarray, rng: RngLike = Non
     while start < order.size:
         guess = max(1, 4_000_000 // int(width[order[start]]))
         w_max = int(width[order[min(order.size, start + guess) - 1]])
-        sel = order[start:start + max(1, 4_000_000 // w_max)]
+        sel = order[start : start + max(1, 4_000_000 // w_max)]
         w = int(width[sel].max())
         k = lo[sel, None] + np.arange(w - 1, dtype=np.float64)[None, :]
-        log_ratio = (np.log(np.maximum(n_t[sel, None] - k, 1.0)) - np.log(k + 1.0)
-                     + (np.log(p_t[sel]) - np.log1p(-p_t[sel]))[:, None])
+        log_ratio = (
+            np.log(np.maximum(n_t[sel, None] - k, 1.0))
+            - np.log(k + 1.0)
+            + (np.log(p_t[sel]) - np.log1p(-p_t[sel]))[:, None]
+        )
         log_ratio = np.where(k < hi[sel, None], log_ratio, -np.inf)
         log_pmf = np.concatenate([np.zeros((sel.size, 1)), np.cumsum(log_ratio, axis=1)], axis=1)
         log_pmf -= log_pmf.max(axis=1, keepdims=True)
@@ -517,7 +518,7 @@ def binomial(trials: int | np.ndarray, p: float | np.ndarray, rng: RngLike = Non
     bounds = np.searchsorted(inverse[by_pair], np.arange(pairs.shape[0] + 1))
     u_todo = u[todo]
     for r in range(pairs.shape[0]):
-        members = by_pair[bounds[r]:bounds[r + 1]]
+        members = by_pair[bounds[r] : bounds[r + 1]]
         index = np.searchsorted(cdfs[r], u_todo[members], side="right")  # #{k : F(k) <= u}
         out[todo[members]] = (lo[r] + np.minimum(index, width[r] - 1)).astype(np.int64)
     return out.reshape(shape)

@@ -11,8 +11,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = [
-    "PrivacyBudget", "HHHParams", "VARIANTS", "MODES", "CALIBRATIONS", "DEFAULT_CALIBRATION",
-    "check_positive", "check_open_unit",
+    "PrivacyBudget",
+    "HHHParams",
+    "VARIANTS",
+    "MODES",
+    "CALIBRATIONS",
+    "DEFAULT_CALIBRATION",
+    "check_positive",
+    "check_open_unit",
 ]
 
 VARIANTS = ("fresh", "reuse")
@@ -61,7 +67,7 @@ class PrivacyBudget:
             raise ValueError(f"PrivacyBudget: delta must be a number with 0 <= delta < 1, got {self.delta!r}")
         object.__setattr__(self, "delta", float(self.delta))
 
-    def __add__(self, other: "PrivacyBudget") -> "PrivacyBudget":
+    def __add__(self, other: PrivacyBudget) -> PrivacyBudget:
         """Basic sequential composition."""
         return PrivacyBudget(self.epsilon + other.epsilon, self.delta + other.delta)
 
@@ -109,8 +115,7 @@ class HHHParams:
         if self.mode not in MODES:
             raise ValueError(f"{owner}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.calibration not in CALIBRATIONS:
-            raise ValueError(
-                f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
+            raise ValueError(f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         object.__setattr__(self, "size_share", check_open_unit(owner, "size_share", self.size_share))
         object.__setattr__(self, "size_beta_share", check_open_unit(owner, "size_beta_share", self.size_beta_share))
 

@@ -71,9 +71,17 @@ class PlanInputs:
         group = self.unit_cap * self.weight_cap
         if group > 1:
             budget = PrivacyUnit("user", "planned unit", group).event_budget(budget)
-        return HHHParams(epsilon=budget.epsilon, delta=budget.delta, tau=self.tau or 1.0, beta=self.beta,
-                         counters=self.counters if counters is None else counters, partitions=self.partitions,
-                         variant=self.variant, mode=self.mode, calibration=self.calibration)
+        return HHHParams(
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            tau=self.tau or 1.0,
+            beta=self.beta,
+            counters=self.counters if counters is None else counters,
+            partitions=self.partitions,
+            variant=self.variant,
+            mode=self.mode,
+            calibration=self.calibration,
+        )
 
 
 def report_probability(count: int, cal: WindowCalibration, *, mode: str, tau: float | None, n_upper: float) -> float:
@@ -96,11 +104,13 @@ def report_probability(count: int, cal: WindowCalibration, *, mode: str, tau: fl
     t_sel = math.ceil(cut) - count if mode == "point" else math.floor(cut) + 1 - count
     if s.w_release is None:  # reuse: one variable
         return min(1.0, dlap_sum_tail(max(t_pass, t_sel), s.gamma, s.w))
+    assert s.gamma_release is not None  # fresh: both release scales are set
     return min(1.0, p_pass * dlap_sum_tail(t_sel, s.gamma_release, s.w_release))
 
 
-def detectable_count(cal: WindowCalibration, *, mode: str, tau: float | None, n_upper: float,
-                     probability: float = DETECT_PROBABILITY) -> int:
+def detectable_count(
+    cal: WindowCalibration, *, mode: str, tau: float | None, n_upper: float, probability: float = DETECT_PROBABILITY
+) -> int:
     """The smallest counter reported with probability >= ``probability`` (binary search: the
     probability increases with the count)."""
     lo, hi = 0, 1

@@ -32,8 +32,8 @@ Only the returned noisy values may leave the engine.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class ReleaseScales:
     @classmethod
     def for_budget(
         cls, *, epsilon: float, delta: float, h: int, variant: str = "fresh", calibration: str = DEFAULT_CALIBRATION
-    ) -> "ReleaseScales":
+    ) -> ReleaseScales:
         """The scales of ``calibration`` for window budget (ε, δ) over ``h`` sketched levels."""
         owner = "release_level"
         epsilon = check_positive(owner, "epsilon", epsilon)

@@ -9,7 +9,8 @@ to stderr, never into a report.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .calibration import WindowCalibration
 from .hhh import HHHItem
@@ -26,6 +27,7 @@ def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
     Strings, booleans, ``None`` and lists / mappings of them are allowed; a number anywhere, or a
     ``skipped`` key, raises ``ValueError("build_report: diagnostics ...")``.
     """
+
     def check(value: Any, where: str) -> Any:
         if value is None or isinstance(value, (str, bool)):
             return value
@@ -35,14 +37,18 @@ def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
                 if not isinstance(key, str):
                     raise ValueError(f"build_report: diagnostics keys must be strings, got {key!r} at {where}")
                 if key == "skipped":
-                    raise ValueError(f"build_report: diagnostics must not carry skip counts ({where}.skipped): "
-                                     "counts of records are not published (docs/ALGORITHMS.md §0.1 f)")
+                    raise ValueError(
+                        f"build_report: diagnostics must not carry skip counts ({where}.skipped): "
+                        "counts of records are not published (docs/ALGORITHMS.md §0.1 f)"
+                    )
                 out[key] = check(item, f"{where}.{key}")
             return out
         if isinstance(value, (list, tuple)):
             return [check(item, f"{where}[{i}]") for i, item in enumerate(value)]
-        raise ValueError(f"build_report: diagnostics must hold no numbers (a count of records is not "
-                         f"published, docs/ALGORITHMS.md §0.1 f): {where} has type {type(value).__name__}")
+        raise ValueError(
+            f"build_report: diagnostics must hold no numbers (a count of records is not "
+            f"published, docs/ALGORITHMS.md §0.1 f): {where} has type {type(value).__name__}"
+        )
 
     return check(dict(diagnostics or {}), "diagnostics")
 
@@ -108,8 +114,9 @@ def build_report(
             ),
             "coverage_holds": p.mode == "conservative" and p.tau >= 2 * alpha1,
             "coverage": _coverage_text(p, alpha1),
-            "privacy": ledger["guarantee"] if secure_randomness else (
-                "none: seeded noise (NOT private); with secure noise: " + ledger["guarantee"]),
+            "privacy": ledger["guarantee"]
+            if secure_randomness
+            else ("none: seeded noise (NOT private); with secure noise: " + ledger["guarantee"]),
             "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
         },
         "budget": dict(ledger),
@@ -136,9 +143,19 @@ def build_refused_report(
         "schema": SCHEMA,
         "window": dict(window or {}),
         "refused": reason,
-        "params": {"epsilon": p.epsilon, "delta": p.delta, "beta": p.beta, "tau": p.tau, "counters": p.counters,
-                   "hierarchy": hierarchy_spec, "h": h, "variant": p.variant, "mode": p.mode,
-                   "partitions": p.partitions, "calibration": p.calibration},
+        "params": {
+            "epsilon": p.epsilon,
+            "delta": p.delta,
+            "beta": p.beta,
+            "tau": p.tau,
+            "counters": p.counters,
+            "hierarchy": hierarchy_spec,
+            "h": h,
+            "variant": p.variant,
+            "mode": p.mode,
+            "partitions": p.partitions,
+            "calibration": p.calibration,
+        },
         "guarantees": {"privacy": "nothing released: " + reason},
         "budget": dict(ledger),
         "hhh": [],

@@ -16,7 +16,7 @@ The root (level 0) estimate is post-processing: ñ (P = 1), or the mean over lev
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -68,8 +68,10 @@ class PrivacyUnit:
         if not isinstance(self.weight, str):
             raise ValueError(f"{owner}: weight must be a string, got {type(self.weight).__name__}")
         if self.weight_cap > 1 and not self.weight.strip():
-            raise ValueError(f"{owner}: weight must say what a record's weight counts (e.g. 'packets') when "
-                             f"weight_cap > 1, got {self.weight!r}")
+            raise ValueError(
+                f"{owner}: weight must say what a record's weight counts (e.g. 'packets') when "
+                f"weight_cap > 1, got {self.weight!r}"
+            )
 
     @property
     def group_size(self) -> int:
@@ -103,8 +105,10 @@ class PrivacyUnit:
         # δ·e^{−ε}/m rather than δ/(m·e^ε): no overflow for large ε.
         delta = budget.delta * math.exp(-budget.epsilon) / m
         if budget.delta > 0 and delta == 0.0:
-            raise ValueError(f"PrivacyUnit: the group-privacy delta/(m*e^epsilon) underflows to 0 at epsilon = "
-                             f"{budget.epsilon:g} over m = {m} elements: use a smaller epsilon")
+            raise ValueError(
+                f"PrivacyUnit: the group-privacy delta/(m*e^epsilon) underflows to 0 at epsilon = "
+                f"{budget.epsilon:g} over m = {m} elements: use a smaller epsilon"
+            )
         return PrivacyBudget(eps, delta)
 
     def cost(self, event_budget: PrivacyBudget, distance: int) -> PrivacyBudget:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class UnitCap:
         return seal(_HEADER, _MAGIC, _VERSION, fields, body)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "UnitCap":
+    def from_bytes(cls, data: bytes) -> UnitCap:
         """Load :meth:`to_bytes` output; raises :class:`UnitCapFormatError` on any inconsistency."""
         where = "UnitCap"
         data = bytes(data)

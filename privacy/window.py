@@ -8,14 +8,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from sketches.hierarchy import Hierarchy
 from sketches.level_sketches import LevelSketches
-
-from dataclasses import replace
 
 from .budget import window_ledger
 from .calibration import WindowCalibration
@@ -48,14 +48,23 @@ def release_sketch(
     gives them level 1's. ``labels`` (hashed-key hierarchies) are attached for the released keys only.
     """
     if not (isinstance(h, int) and h >= 1 and isinstance(level, int) and 1 <= level <= h):
-        raise ValueError(f"release_sketch: level must be in 1..h and h >= 1 (the hierarchy's levels), got level={level!r}, h={h!r}")
+        raise ValueError(
+            f"release_sketch: level must be in 1..h and h >= 1 (the hierarchy's levels), got level={level!r}, h={h!r}"
+        )
     if not (isinstance(partition, int) and 0 <= partition < params.partitions):
         raise ValueError(f"release_sketch: partition must be in 0..{params.partitions - 1}, got {partition!r}")
     source = as_source(rng)
     rel = params.release_budget
     cal = WindowCalibration.of(params, h)
-    values = release_level(counters, epsilon=rel.epsilon, delta=rel.delta, h=h, variant=params.variant,
-                           calibration=params.calibration, rng=source)
+    values = release_level(
+        counters,
+        epsilon=rel.epsilon,
+        delta=rel.delta,
+        h=h,
+        variant=params.variant,
+        calibration=params.calibration,
+        rng=source,
+    )
     n_noisy = n_upper = None
     if cal.size_releases > 1 or level == 1:
         n_noisy = noisy_size(substream_size, scale=cal.size_scale, source=source)
@@ -96,11 +105,14 @@ def assemble_report(
     cal = WindowCalibration.of(params, h)
     releases = _with_sizes(releases, cal)
     by_level: dict[int, list[int]] = {}
+    n_uppers: list[int] = []
     for r in releases:
+        assert r.n_noisy is not None and r.n_upper is not None  # _with_sizes gave every release its size
         by_level.setdefault(r.level, []).append(int(r.n_noisy))
+        n_uppers.append(r.n_upper)
     n_root = root_estimate(by_level[level] for level in sorted(by_level))  # P = 1: level 1's one size
     items = extract_hhh(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root, mode=params.mode)
-    a1 = max(cal.alpha1(r.n_upper) for r in releases)
+    a1 = max(cal.alpha1(n) for n in n_uppers)
     return build_report(
         params=params,
         hierarchy_spec=hierarchy.spec(),
@@ -125,8 +137,10 @@ def _with_sizes(releases: list[SketchRelease], cal: WindowCalibration) -> list[S
         return releases
     sized = [r for r in releases if r.n_noisy is not None]
     if len(sized) != 1 or sized[0].level != 1 or sized[0].n_upper is None:
-        raise ValueError("assemble_report: with one partition exactly the level-1 release carries the window size, "
-                         f"got sizes at levels {[r.level for r in sized]}")
+        raise ValueError(
+            "assemble_report: with one partition exactly the level-1 release carries the window size, "
+            f"got sizes at levels {[r.level for r in sized]}"
+        )
     shared = sized[0]
     return [replace(r, n_noisy=shared.n_noisy, n_upper=shared.n_upper) for r in releases]
 
@@ -157,6 +171,12 @@ def release_window(
         for (level, p), sk in sketches.items()
     ]
     return assemble_report(
-        releases, sketches.hierarchy, params, window=window, diagnostics=diagnostics, secure_randomness=source.secure,
-        unit=unit, budget=budget,
+        releases,
+        sketches.hierarchy,
+        params,
+        window=window,
+        diagnostics=diagnostics,
+        secure_randomness=source.secure,
+        unit=unit,
+        budget=budget,
     )

@@ -80,7 +80,8 @@ def _cache_outside_an_install() -> None:
     if os.environ.get("NUMBA_CACHE_DIR") or os.path.isfile(os.path.join(here, "..", "pyproject.toml")):
         return
     home = os.environ.get("DPHHH_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dphhh")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dphhh"
+    )
     os.environ["NUMBA_CACHE_DIR"] = os.path.join(home, "numba")
     if "numba.core.config" in sys.modules:  # numba imported before us: let it read the variable again
         sys.modules["numba.core.config"].reload_config()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["CRC", "seal", "unseal"]
 
@@ -25,8 +25,9 @@ def seal(header: struct.Struct, magic: bytes, version: int, fields: Sequence[int
     return framed + CRC.pack(zlib.crc32(framed))
 
 
-def unseal(data: bytes, header: struct.Struct, magic: bytes, version: int, *, owner: str,
-           error: type[Exception]) -> tuple:
+def unseal(
+    data: bytes, header: struct.Struct, magic: bytes, version: int, *, owner: str, error: type[Exception]
+) -> tuple:
     """The owner's header fields (those after magic, version and flags) of a frame made by
     :func:`seal`; raises ``error`` naming ``owner`` if the frame is damaged or of another version.
     The body starts at ``header.size`` and ends ``CRC.size`` bytes before the end."""

@@ -26,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,9 +120,7 @@ class IPv4Hierarchy(Hierarchy):
 
     def __init__(self, prefix_lengths: Sequence[int] = (8, 16, 24, 32)) -> None:
         self.prefix_lengths = _check_prefix_lengths("IPv4Hierarchy", prefix_lengths, 32)
-        self._masks = [np.uint32(0)] + [
-            np.uint32((0xFFFFFFFF << (32 - x)) & 0xFFFFFFFF) for x in self.prefix_lengths
-        ]
+        self._masks = [np.uint32(0)] + [np.uint32((0xFFFFFFFF << (32 - x)) & 0xFFFFFFFF) for x in self.prefix_lengths]
 
     @property
     def h(self) -> int:
@@ -270,8 +269,7 @@ class PathHierarchy(Hierarchy):
             parts = path.split("/")
             if len(parts) != self.depth:
                 raise ValueError(
-                    f"PathHierarchy: every path must have exactly {self.depth} components, "
-                    f"got one with {len(parts)}"
+                    f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
                 )
             prefixes.append("/".join(parts[:level]))
         ids = self._keys[level].keys_of(prefixes, lambda text: text.encode("utf-8"))

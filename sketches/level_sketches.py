@@ -8,7 +8,8 @@ non-private state: it leaves only through :mod:`privacy` releases.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +28,7 @@ class LevelSketches:
         self.partitions = check_partitions(partitions)
         self.counters = int(counters)
         self._sketches = {
-            (level, p): MisraGries(counters)
-            for level in range(1, hierarchy.h + 1)
-            for p in range(self.partitions)
+            (level, p): MisraGries(counters) for level in range(1, hierarchy.h + 1) for p in range(self.partitions)
         }
 
     def update(self, values: Any, weights: np.ndarray | Iterable[int] | None = None) -> None:

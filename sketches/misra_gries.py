@@ -26,7 +26,7 @@ turn it into something that leaves the engine.
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -228,7 +228,7 @@ class MisraGries:
         return seal(_HEADER, _MAGIC, _VERSION, fields, body)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "MisraGries":
+    def from_bytes(cls, data: bytes) -> MisraGries:
         """Load :meth:`to_bytes` output; raises :class:`SketchFormatError` on any inconsistency."""
         where = "MisraGries.from_bytes"
         data = bytes(data)
@@ -237,7 +237,9 @@ class MisraGries:
             raise SketchFormatError(f"{where}: Possible corruption: κ={kappa} out of range")
         expected = _HEADER.size + 16 * kappa + CRC.size
         if len(data) != expected:
-            raise SketchFormatError(f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for κ={kappa}")
+            raise SketchFormatError(
+                f"{where}: Possible corruption: {len(data)} bytes, expected {expected} for κ={kappa}"
+            )
         off = _HEADER.size
         keys = np.frombuffer(data, dtype="<i8", count=kappa, offset=off).astype(np.int64)
         counts = np.frombuffer(data, dtype="<i8", count=kappa, offset=off + 8 * kappa).astype(np.int64)

@@ -17,7 +17,8 @@ operator and, when the window's release time passes, calls :meth:`WindowAssemble
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,9 @@ class WindowAssembler:
             decision = self.guard.decide(window_start, self.schedule.size_ms, self.budget, self.schedule.origin_ms)
             spending = _spending(decision, self.guard)
             if not decision.allowed:
-                return self.ledger.put(window_start, encode_report(self._refused(window_start, decision, spending))), False
+                return self.ledger.put(
+                    window_start, encode_report(self._refused(window_start, decision, spending))
+                ), False
         by_sketch = {(r.level, r.partition): r for r in releases}
         h, parts = self.hierarchy.h, self.params.partitions
         for level in range(1, h + 1):
@@ -120,10 +123,21 @@ class WindowAssembler:
         return self.ledger.put(window_start, encode_report(report)), False
 
     def _refused(self, window_start: int, decision, spending: dict[str, Any]) -> dict[str, Any]:
-        ledger = {"unit": self.unit.kind, "epsilon": 0.0, "delta": 0.0, "guarantee": "nothing released",
-                  "spending": spending}
-        return build_refused_report(params=self.params, hierarchy_spec=self.hierarchy.spec(), h=self.hierarchy.h,
-                                    reason=decision.reason, ledger=ledger, window=self.schedule.describe(window_start))
+        ledger = {
+            "unit": self.unit.kind,
+            "epsilon": 0.0,
+            "delta": 0.0,
+            "guarantee": "nothing released",
+            "spending": spending,
+        }
+        return build_refused_report(
+            params=self.params,
+            hierarchy_spec=self.hierarchy.spec(),
+            h=self.hierarchy.h,
+            reason=decision.reason,
+            ledger=ledger,
+            window=self.schedule.describe(window_start),
+        )
 
 
 def _spending(decision, guard: BudgetGuard) -> dict[str, Any]:
@@ -133,5 +147,11 @@ def _spending(decision, guard: BudgetGuard) -> dict[str, Any]:
         eps, delta = (b.epsilon, b.delta) if hasattr(b, "epsilon") else b
         return {"epsilon": round(float(eps), 12), "delta": float(delta)}
 
-    return {"period": decision.period, "budget_period": guard.period, "total": pair(guard.total),
-            "spent": pair(decision.spent_after), "remaining": pair(decision.remaining), "allowed": decision.allowed}
+    return {
+        "period": decision.period,
+        "budget_period": guard.period,
+        "total": pair(guard.total),
+        "spent": pair(decision.spent_after),
+        "remaining": pair(decision.remaining),
+        "allowed": decision.allowed,
+    }

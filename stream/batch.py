@@ -25,9 +25,10 @@ that many unit elements; the report's guarantee is then per record, by group pri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,17 @@ from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import clip_weights
 
-__all__ = ["NoReadableInput", "Weighting", "WEIGHTS", "iter_values", "iter_records", "read_all_values",
-           "batch_report", "exact_report", "no_readable_hint"]
+__all__ = [
+    "NoReadableInput",
+    "Weighting",
+    "WEIGHTS",
+    "iter_values",
+    "iter_records",
+    "read_all_values",
+    "batch_report",
+    "exact_report",
+    "no_readable_hint",
+]
 
 #: What one record counts: ``records`` (1 each), ``packets`` (a flow's packets; a captured packet
 #: is one), ``bytes`` (a flow's bytes; a captured packet's IPv4 length).
@@ -77,14 +87,18 @@ class Weighting:
         if self.weight not in WEIGHTS:
             raise ValueError(f"--weight must be one of {', '.join(WEIGHTS)}, got {self.weight!r}")
         if input_format != "flow-json" and not is_capture and self.weight != "records":
-            raise ValueError(f"--weight {self.weight} needs flow records (--input-format flow-json) or a capture; "
-                             "a text file has one element per line (--weight records)")
+            raise ValueError(
+                f"--weight {self.weight} needs flow records (--input-format flow-json) or a capture; "
+                "a text file has one element per line (--weight records)"
+            )
         if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
             raise ValueError(f"--weight-cap must be an integer >= 1, got {self.cap!r}")
         if self.weighted(input_format) and self.cap is None:
-            raise ValueError(f"--weight {self.weight} needs --weight-cap W: each record's weight is clipped to W, "
-                             "and the guarantee covers one record by group privacy over W unit elements "
-                             "(epsilon is divided by W; see dphhh plan --weight-cap)")
+            raise ValueError(
+                f"--weight {self.weight} needs --weight-cap W: each record's weight is clipped to W, "
+                "and the guarantee covers one record by group privacy over W unit elements "
+                "(epsilon is divided by W; see dphhh plan --weight-cap)"
+            )
 
     def unit(self, input_format: str) -> PrivacyUnit:
         """The privacy unit of a batch run: one record (of at most W unit elements when weighted)."""
@@ -96,13 +110,16 @@ class Weighting:
 def no_readable_hint(hierarchy: Hierarchy) -> str:
     """A static (data-independent) hint for an input without a readable record of ``hierarchy``."""
     if hierarchy.kind == "ipv4":
-        return ("--hierarchy ipv4 reads dotted quads and IPv4 packets: for IPv6 addresses use "
-                "--hierarchy ipv6:LENGTHS, for paths --hierarchy path:DEPTH")
+        return (
+            "--hierarchy ipv4 reads dotted quads and IPv4 packets: for IPv6 addresses use "
+            "--hierarchy ipv6:LENGTHS, for paths --hierarchy path:DEPTH"
+        )
     if hierarchy.kind == "ipv6":
-        return ("--hierarchy ipv6 reads IPv6 addresses from a text file: for dotted quads or captures use "
-                "--hierarchy ipv4:LENGTHS")
-    return (f"--hierarchy {hierarchy.spec()} reads paths of exactly {hierarchy.h} components "
-            "(a/b/...): check DEPTH")
+        return (
+            "--hierarchy ipv6 reads IPv6 addresses from a text file: for dotted quads or captures use "
+            "--hierarchy ipv4:LENGTHS"
+        )
+    return f"--hierarchy {hierarchy.spec()} reads paths of exactly {hierarchy.h} components (a/b/...): check DEPTH"
 
 
 def iter_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter) -> Iterator[Any]:
@@ -129,29 +146,35 @@ def iter_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips
                 yield good
 
 
-def iter_records(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter,
-                 weighting: Weighting | None = None) -> Iterator[tuple[Any, np.ndarray | None]]:
+def iter_records(
+    path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter, weighting: Weighting | None = None
+) -> Iterator[tuple[Any, np.ndarray | None]]:
     """Batches ``(values, weights)`` of ``path``: ``weights`` (int64, clipped to the cap) for
     weighted records, else ``None``. Skipped records are counted into ``skips``."""
     weighting = weighting or Weighting()
     source = open_input(path, input_format)
     weighting.check(source.format, source.is_capture)
     weighted = weighting.weighted(source.format)
+    cap = int(weighting.cap) if weighting.cap is not None else 1  # W; check() refused weighted records without one
     if source.format == "flow-json":
         if hierarchy.kind not in ("ipv4", "ipv6"):
             raise ValueError(f"--input-format flow-json needs an ipv4 or ipv6 hierarchy, got {hierarchy.spec()}")
-        decoder = FlowJsonDecoder(weighting.flow_schema, key=weighting.flow_key,
-                                  weight=weighting.weight if weighted else "records", family=hierarchy.kind)
+        decoder = FlowJsonDecoder(
+            weighting.flow_schema,
+            key=weighting.flow_key,
+            weight=weighting.weight if weighted else "records",
+            family=hierarchy.kind,
+        )
         for batch in iter_flow_file(source.path, decoder, skips):
             cols = batch.ipv4 if hierarchy.kind == "ipv4" else batch.ipv6
             if len(cols):
-                yield cols.keys, (clip_weights(cols.weights, int(weighting.cap)) if weighted else None)
+                yield cols.keys, (clip_weights(cols.weights, cap) if weighted else None)
         return
     if weighted:  # a capture weighted by each packet's IPv4 length
         if hierarchy.kind != "ipv4":
             raise ValueError("--weight bytes on a capture needs an ipv4 hierarchy (packets give IPv4 sources)")
         for src, lengths in pcap.iter_capture_sources_with_lengths(source.path, skips):
-            yield src, clip_weights(np.maximum(lengths, 1), int(weighting.cap))
+            yield src, clip_weights(np.maximum(lengths, 1), cap)
         return
     for values in iter_values(path, input_format, hierarchy, skips):
         yield values, None
@@ -172,8 +195,9 @@ def read_all_values(path: str | Path, input_format: str, hierarchy: Hierarchy, s
     return _concat(hierarchy, list(iter_values(path, input_format, hierarchy, skips)))
 
 
-def read_all_records(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter,
-                     weighting: Weighting | None = None) -> tuple[Any, np.ndarray | None]:
+def read_all_records(
+    path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter, weighting: Weighting | None = None
+) -> tuple[Any, np.ndarray | None]:
     """All ``(values, weights)`` of the file at once (``weights`` ``None`` when unweighted)."""
     batches = list(iter_records(path, input_format, hierarchy, skips, weighting))
     values = _concat(hierarchy, [b[0] for b in batches])
@@ -220,8 +244,15 @@ def batch_report(
     )
 
 
-def exact_report(path: str | Path, *, input_format: str, hierarchy: Hierarchy, tau: float,
-                 skips: SkipCounter | None = None, weighting: Weighting | None = None) -> dict[str, Any]:
+def exact_report(
+    path: str | Path,
+    *,
+    input_format: str,
+    hierarchy: Hierarchy,
+    tau: float,
+    skips: SkipCounter | None = None,
+    weighting: Weighting | None = None,
+) -> dict[str, Any]:
     """The exact, NON-PRIVATE hierarchical heavy hitters of the file (for evaluation).
 
     This output is exact by design (``n`` and every count are the input's own); it is labelled
@@ -237,9 +268,16 @@ def exact_report(path: str | Path, *, input_format: str, hierarchy: Hierarchy, t
         "schema": "dphhh.exact/1",
         "private": False,
         "warning": "NON-PRIVATE: exact counts of the input, for evaluation on your own data only; do not publish",
-        "params": {"tau": tau, "hierarchy": hierarchy.spec(), "h": hierarchy.h,
-                   **({} if weights is None else {"weight": (weighting or Weighting()).weight,
-                                                  "weight_cap": (weighting or Weighting()).cap})},
+        "params": {
+            "tau": tau,
+            "hierarchy": hierarchy.spec(),
+            "h": hierarchy.h,
+            **(
+                {}
+                if weights is None
+                else {"weight": (weighting or Weighting()).weight, "weight_cap": (weighting or Weighting()).cap}
+            ),
+        },
         "n": n,
         "hhh": [
             {"prefix": x.prefix, "level": x.level, "residual": x.residual, "count": x.count}

@@ -13,7 +13,6 @@ from .paths import deploy_dir, script_env, state_dir
 __all__ = ["LocalBroker", "reachable"]
 
 
-
 def reachable(bootstrap: str, timeout_s: float = 1.0) -> bool:
     """True if the first bootstrap address accepts TCP connections."""
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
@@ -37,8 +36,14 @@ class LocalBroker:
 
     SECURITY = ("plaintext", "sasl_ssl")
 
-    def __init__(self, port: int = 9092, controller_port: int | None = None, *,
-                 var_dir: "str | Path | None" = None, security: str = "plaintext") -> None:
+    def __init__(
+        self,
+        port: int = 9092,
+        controller_port: int | None = None,
+        *,
+        var_dir: str | Path | None = None,
+        security: str = "plaintext",
+    ) -> None:
         if security not in self.SECURITY:
             raise ValueError(f"LocalBroker: security must be one of {', '.join(self.SECURITY)}, got {security!r}")
         self.port = port
@@ -72,7 +77,11 @@ class LocalBroker:
         return self.secrets_dir / "client.password"
 
     def _env(self) -> dict[str, str]:
-        env = {**script_env(), "DPHHH_KAFKA_PORT": str(self.port), "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port)}
+        env = {
+            **script_env(),
+            "DPHHH_KAFKA_PORT": str(self.port),
+            "DPHHH_KAFKA_CONTROLLER_PORT": str(self.controller_port),
+        }
         if self.var_dir is not None:  # else the scripts' default (or the caller's DPHHH_KAFKA_VAR)
             env["DPHHH_KAFKA_VAR"] = str(self.var_dir)
         if self.security != "plaintext":
@@ -83,19 +92,19 @@ class LocalBroker:
         """Start the broker unless one already answers on the port (then it is left alone)."""
         if reachable(self.bootstrap):
             return
-        subprocess.run(["bash", str(deploy_dir() / "kafka-start.sh")], check=True, env=self._env(),
-                       stdout=sys.stderr)
+        subprocess.run(["bash", str(deploy_dir() / "kafka-start.sh")], check=True, env=self._env(), stdout=sys.stderr)
         self.started = True
 
     def stop(self) -> None:
         """Stop the broker if this object started it."""
         if self.started:
-            subprocess.run(["bash", str(deploy_dir() / "kafka-stop.sh")], check=False, env=self._env(),
-                           stdout=sys.stderr)
+            subprocess.run(
+                ["bash", str(deploy_dir() / "kafka-stop.sh")], check=False, env=self._env(), stdout=sys.stderr
+            )
             self.started = False
 
     @staticmethod
-    def for_bootstrap(bootstrap: str) -> "LocalBroker | None":
+    def for_bootstrap(bootstrap: str) -> LocalBroker | None:
         """A LocalBroker for a loopback bootstrap address, else None (a remote cluster)."""
         host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
         if host not in ("127.0.0.1", "localhost") or not port.isdigit():

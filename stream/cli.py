@@ -23,16 +23,17 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kafka.errors import KafkaError
 
-from connectors.files import INPUT_FORMATS
-from connectors.flow_json import KEYS as FLOW_KEYS, SCHEMAS as FLOW_SCHEMAS
+from connectors.files import INPUT_FORMATS, open_input
+from connectors.flow_json import KEYS as FLOW_KEYS
+from connectors.flow_json import SCHEMAS as FLOW_SCHEMAS
 from connectors.skips import SkipCounter
 from privacy.checks import guarantee_warnings
-from connectors.files import open_input
 from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams, PrivacyBudget
 from privacy.unit import PrivacyUnit
 from sketches.hierarchy import parse_hierarchy
@@ -46,27 +47,50 @@ from .snapshot_cli import add_snapshot_parser, run_snapshot
 __all__ = ["main", "build_parser", "format_report"]
 
 
-
 def _input_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True,
-                   help="input file: text (one record per line), pcap, pcapng, or JSON lines of flow records")
-    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS,
-                   help="default: detect from magic bytes (flow-json must be given)")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="input file: text (one record per line), pcap, pcapng, or JSON lines of flow records",
+    )
+    p.add_argument(
+        "--input-format",
+        default="auto",
+        choices=INPUT_FORMATS,
+        help="default: detect from magic bytes (flow-json must be given)",
+    )
     p.add_argument(
         "--hierarchy",
         default="ipv4:8,16,24,32",
         help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)",
     )
-    p.add_argument("--weight", default="records", choices=WEIGHTS,
-                   help="what a record counts: records (1 each, default), packets (a flow's packets), bytes (a "
-                        "flow's bytes, or a captured packet's IPv4 length)")
-    p.add_argument("--weight-cap", type=int, default=None, metavar="W",
-                   help="public cap on one record's weight (required with --weight packets/bytes on flows, bytes "
-                        "on captures); the guarantee is per record, by group privacy over W")
-    p.add_argument("--flow-schema", default="pmacct", choices=FLOW_SCHEMAS,
-                   help="flow-json: the collector's JSON (pmacct nfacctd/sfacctd, or goflow2)")
-    p.add_argument("--flow-key", default="src", choices=FLOW_KEYS,
-                   help="flow-json: the address the hierarchy is over (default src)")
+    p.add_argument(
+        "--weight",
+        default="records",
+        choices=WEIGHTS,
+        help="what a record counts: records (1 each, default), packets (a flow's packets), bytes (a "
+        "flow's bytes, or a captured packet's IPv4 length)",
+    )
+    p.add_argument(
+        "--weight-cap",
+        type=int,
+        default=None,
+        metavar="W",
+        help="public cap on one record's weight (required with --weight packets/bytes on flows, bytes "
+        "on captures); the guarantee is per record, by group privacy over W",
+    )
+    p.add_argument(
+        "--flow-schema",
+        default="pmacct",
+        choices=FLOW_SCHEMAS,
+        help="flow-json: the collector's JSON (pmacct nfacctd/sfacctd, or goflow2)",
+    )
+    p.add_argument(
+        "--flow-key",
+        default="src",
+        choices=FLOW_KEYS,
+        help="flow-json: the address the hierarchy is over (default src)",
+    )
 
 
 def _weighting(args: argparse.Namespace) -> Weighting:
@@ -74,8 +98,14 @@ def _weighting(args: argparse.Namespace) -> Weighting:
 
 
 #: Defaults of the privacy options (the demo only passes on what the user gave explicitly).
-PRIVACY_DEFAULTS = {"beta": 0.05, "counters": 1024, "partitions": 1, "variant": "fresh", "mode": "conservative",
-                    "calibration": DEFAULT_CALIBRATION}
+PRIVACY_DEFAULTS = {
+    "beta": 0.05,
+    "counters": 1024,
+    "partitions": 1,
+    "variant": "fresh",
+    "mode": "conservative",
+    "calibration": DEFAULT_CALIBRATION,
+}
 DEMO_DEFAULTS = {"epsilon": 1.0, "delta": 1e-6, "tau": 1000.0, **PRIVACY_DEFAULTS}
 
 
@@ -83,30 +113,55 @@ def _privacy_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     def default(name: str):
         return argparse.SUPPRESS if demo else PRIVACY_DEFAULTS.get(name)
 
-    p.add_argument("--epsilon", type=float, required=not demo, default=default("epsilon"),
-                   help="window privacy budget ε > 0")
-    p.add_argument("--delta", type=float, required=not demo, default=default("delta"),
-                   help="window privacy budget 0 < δ < 1 (far below 1/n)")
-    p.add_argument("--beta", type=float, default=default("beta"), help="failure probability of the guarantees (default 0.05)")
-    p.add_argument("--tau", type=float, required=not demo, default=default("tau"),
-                   help="HHH threshold (absolute count)")
+    p.add_argument(
+        "--epsilon", type=float, required=not demo, default=default("epsilon"), help="window privacy budget ε > 0"
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        required=not demo,
+        default=default("delta"),
+        help="window privacy budget 0 < δ < 1 (far below 1/n)",
+    )
+    p.add_argument(
+        "--beta", type=float, default=default("beta"), help="failure probability of the guarantees (default 0.05)"
+    )
+    p.add_argument(
+        "--tau", type=float, required=not demo, default=default("tau"), help="HHH threshold (absolute count)"
+    )
     p.add_argument("--counters", type=int, default=default("counters"), help="κ, counters per sketch (default 1024)")
-    p.add_argument("--partitions", type=int, default=default("partitions"), help="P, key partitions per level (default 1)")
+    p.add_argument(
+        "--partitions", type=int, default=default("partitions"), help="P, key partitions per level (default 1)"
+    )
     p.add_argument("--variant", default=default("variant"), choices=VARIANTS, help="release variant (default fresh)")
     p.add_argument("--mode", default=default("mode"), choices=MODES, help="HHH extraction mode (default conservative)")
-    p.add_argument("--calibration", default=default("calibration"), choices=CALIBRATIONS,
-                   help=f"noise calibration (default {DEFAULT_CALIBRATION}; paper = the DP-HHH paper's scales)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed the noise for reproducible experiments: the report is then NOT private")
+    p.add_argument(
+        "--calibration",
+        default=default("calibration"),
+        choices=CALIBRATIONS,
+        help=f"noise calibration (default {DEFAULT_CALIBRATION}; paper = the DP-HHH paper's scales)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the noise for reproducible experiments: the report is then NOT private",
+    )
     p.add_argument("--pretty", action="store_true", help="print a readable table instead of JSON")
 
 
 def _kafka_client_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (default 127.0.0.1:9092, or the "
-                                                     "--config file's kafka.bootstrap)")
-    p.add_argument("--config", default=None,
-                   help="take the Kafka client settings (bootstrap, security_protocol, extra: SASL/SSL) from "
-                        "this dphhh TOML file; secrets as env:NAME or file:PATH")
+    p.add_argument(
+        "--bootstrap",
+        default=None,
+        help="Kafka bootstrap servers (default 127.0.0.1:9092, or the --config file's kafka.bootstrap)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="take the Kafka client settings (bootstrap, security_protocol, extra: SASL/SSL) from "
+        "this dphhh TOML file; secrets as env:NAME or file:PATH",
+    )
 
 
 def kafka_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -132,30 +187,40 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dphhh``."""
     parser = argparse.ArgumentParser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
     parser.add_argument("--version", action="version", version=f"dphhh {_version()}")
-    parser.add_argument("--state-dir", default=None, metavar="DIR",
-                        help="run state (local broker, run folders, logs); default $DPHHH_STATE_DIR, else var/ of "
-                             "the checkout, else ./var. Downloaded jars go to $DPHHH_HOME (default ~/.cache/dphhh)")
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="run state (local broker, run folders, logs); default $DPHHH_STATE_DIR, else var/ of "
+        "the checkout, else ./var. Downloaded jars go to $DPHHH_HOME (default ~/.cache/dphhh)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
-        "hhh", help="one private HHH report over a whole file",
+        "hhh",
+        help="one private HHH report over a whole file",
         description="One private HHH report over a whole file (one window = the input). The report holds no "
-                    "count of records. Unparsable records (not UTF-8, not an address or path, truncated packets) "
-                    "are counted on one stderr line labelled 'operational, not private'; valid records of "
-                    "another kind (an IPv6 address or packet in an IPv4 run, a dotted quad in an IPv6 run, a "
-                    "path of another depth) are left out and counted nowhere. Exit status 1 when the file holds "
-                    "no element of the hierarchy, 2 for a usage error.")
+        "count of records. Unparsable records (not UTF-8, not an address or path, truncated packets) "
+        "are counted on one stderr line labelled 'operational, not private'; valid records of "
+        "another kind (an IPv6 address or packet in an IPv4 run, a dotted quad in an IPv6 run, a "
+        "path of another depth) are left out and counted nowhere. Exit status 1 when the file holds "
+        "no element of the hierarchy, 2 for a usage error.",
+    )
     _input_options(p)
     _privacy_options(p)
     p = sub.add_parser(
-        "exact", help="exact NON-PRIVATE HHH of a file (evaluation only)",
+        "exact",
+        help="exact NON-PRIVATE HHH of a file (evaluation only)",
         description="The exact, NON-PRIVATE HHH of a file, for evaluation on your own data: the output holds "
-                    "the exact n, counts and skip counts by reason. Do not publish it.")
+        "the exact n, counts and skip counts by reason. Do not publish it.",
+    )
     _input_options(p)
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
     p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
     p.add_argument("--batch", action="store_true", help="run the batch command on the bundled capture instead")
     _privacy_options(p, demo=True)
-    p.add_argument("--input", default=None, help=f"with --batch; default: the bundled capture data/pcaps/{DEMO_CAPTURE}")
+    p.add_argument(
+        "--input", default=None, help=f"with --batch; default: the bundled capture data/pcaps/{DEMO_CAPTURE}"
+    )
     p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32")
 
@@ -170,10 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
     p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
-    p.add_argument("--feed", "--replay", dest="feed", choices=("auto", "yes", "no"), default="auto",
-                   help="feed the input topic with sample traffic (the shared capture + synthetic addresses, "
-                        "timestamped now) while the job runs (auto: only without --config); not to be confused "
-                        "with window.mode = replay, a bounded job over past data")
+    p.add_argument(
+        "--feed",
+        "--replay",
+        dest="feed",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="feed the input topic with sample traffic (the shared capture + synthetic addresses, "
+        "timestamped now) while the job runs (auto: only without --config); not to be confused "
+        "with window.mode = replay, a bounded job over past data",
+    )
     p.add_argument("--rate", type=float, default=20_000.0, help="sample feed rate, addresses/s (default 20000)")
 
     p = sub.add_parser("produce", help="publish addresses to a Kafka topic")
@@ -187,8 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1000, help="addresses per message (packed format)")
     p.add_argument("--format", choices=("packed-ipv4", "text-ipv4"), default="packed-ipv4")
     p.add_argument("--seed", type=int, default=0, help="seed of --synthetic")
-    p.add_argument("--partitions", type=int, default=1,
-                   help="partitions of the topic if it does not exist yet (default 1; one per job subtask)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of the topic if it does not exist yet (default 1; one per job subtask)",
+    )
 
     p = sub.add_parser("reports", help="print the reports of a reports topic (read-committed)")
     p.add_argument("--topic", default="dphhh-reports")
@@ -270,20 +345,31 @@ def _run_hhh(args: argparse.Namespace, input_path: str) -> int:
     started = time.monotonic()
     skips = SkipCounter()
     try:
-        report = batch_report(input_path, input_format=args.input_format, hierarchy=hierarchy, params=params,
-                              seed=args.seed, skips=skips, weighting=weighting,
-                              budget=PrivacyBudget(args.epsilon, args.delta))
+        report = batch_report(
+            input_path,
+            input_format=args.input_format,
+            hierarchy=hierarchy,
+            params=params,
+            seed=args.seed,
+            skips=skips,
+            weighting=weighting,
+            budget=PrivacyBudget(args.epsilon, args.delta),
+        )
     finally:  # also before a "no readable record" error, which points at this line
         _print_operational(args.command, skips)
     n_noisy = report["window"]["n_noisy"]  # noisy: using it for the warning is post-processing
     for warning in guarantee_warnings(params, h=hierarchy.h, expected_n=max(int(n_noisy), 1)):
         print(f"dphhh {args.command}: warning: {warning}", file=sys.stderr)
     if args.seed is not None:
-        print(f"dphhh {args.command}: warning: --seed makes the noise reproducible: this report is NOT private",
-              file=sys.stderr)
+        print(
+            f"dphhh {args.command}: warning: --seed makes the noise reproducible: this report is NOT private",
+            file=sys.stderr,
+        )
     print(format_report(report) if args.pretty else json.dumps(report, indent=2))
-    print(f"dphhh {args.command}: released 1 window over {hierarchy.h} levels in "
-          f"{time.monotonic() - started:.2f} s", file=sys.stderr)
+    print(
+        f"dphhh {args.command}: released 1 window over {hierarchy.h} levels in {time.monotonic() - started:.2f} s",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -304,8 +390,11 @@ def _dashboard(args: argparse.Namespace) -> int:
         server = serve_dashboard(state, args.port, args.host, [source])
     except OSError as exc:
         raise ValueError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
-    print(f"dphhh dashboard: http://{args.host}:{server.server_address[1]}/ (reports from {what}; Ctrl-C stops)",
-          file=sys.stderr, flush=True)
+    print(
+        f"dphhh dashboard: http://{args.host}:{server.server_address[1]}/ (reports from {what}; Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while True:
             time.sleep(3600)
@@ -356,12 +445,20 @@ def _produce(args: argparse.Namespace) -> int:
                     time.sleep(ahead)
             if time.monotonic() - last >= 1.0:
                 last = time.monotonic()
-                print(f"\rdphhh produce: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB, "
-                      f"{sent / (last - started):,.0f} addresses/s", end="", file=sys.stderr, flush=True)
+                print(
+                    f"\rdphhh produce: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB, "
+                    f"{sent / (last - started):,.0f} addresses/s",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
     producer.close()
     elapsed = time.monotonic() - started
-    print(f"\rdphhh produce: done: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB to {args.topic} "
-          f"in {elapsed:.1f} s", file=sys.stderr)
+    print(
+        f"\rdphhh produce: done: {producer.messages:,} messages, {producer.bytes / 1e6:.1f} MB to {args.topic} "
+        f"in {elapsed:.1f} s",
+        file=sys.stderr,
+    )
     _print_operational("produce", skips)  # unparsable records only, labelled operational
     return 0
 
@@ -379,8 +476,11 @@ def _reports(args: argparse.Namespace) -> int:
     shown = 0
     try:
         # without --follow: the reports committed so far (a live job keeps publishing: no idle end)
-        records = iter_committed_values(options, args.topic, follow=True) if args.follow else \
-            ((ts, value) for _, ts, value in iter_to_end(options, args.topic))
+        records = (
+            iter_committed_values(options, args.topic, follow=True)
+            if args.follow
+            else ((ts, value) for _, ts, value in iter_to_end(options, args.topic))
+        )
         for _, value in records:
             report = json.loads(value)
             print(json.dumps(report) if args.json else format_report(report) + "\n", flush=True)
@@ -398,9 +498,12 @@ def _reports(args: argparse.Namespace) -> int:
         finally:
             probe.close()
         for p in held:
-            print(f"dphhh reports: note: partition {p} of {args.topic} has an open transaction; records after it "
-                  "are not readable yet (it normally ends at the job's next checkpoint; if it stays, see "
-                  "`bash deploy/kafka-transactions.sh find-hanging`)", file=sys.stderr)
+            print(
+                f"dphhh reports: note: partition {p} of {args.topic} has an open transaction; records after it "
+                "are not readable yet (it normally ends at the job's next checkpoint; if it stays, see "
+                "`bash deploy/kafka-transactions.sh find-hanging`)",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -427,9 +530,13 @@ def embedded_run_overrides() -> list[str]:
 
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     folder = state_dir() / "runs" / run
-    return [f"output.ledger_dir={folder / 'ledger'}", f"output.reports_file={folder / 'reports.jsonl'}",
-            f"output.run_dir={folder}", f"flink.checkpoint_dir={folder / 'checkpoints'}",
-            f"kafka.group_id=dphhh-{run}"]
+    return [
+        f"output.ledger_dir={folder / 'ledger'}",
+        f"output.reports_file={folder / 'reports.jsonl'}",
+        f"output.run_dir={folder}",
+        f"flink.checkpoint_dir={folder / 'checkpoints'}",
+        f"kafka.group_id=dphhh-{run}",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -481,9 +588,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "exact":
             skips = SkipCounter()
             try:
-                report = exact_report(args.input, input_format=args.input_format,
-                                      hierarchy=parse_hierarchy(args.hierarchy), tau=args.tau, skips=skips,
-                                      weighting=_weighting(args))
+                report = exact_report(
+                    args.input,
+                    input_format=args.input_format,
+                    hierarchy=parse_hierarchy(args.hierarchy),
+                    tau=args.tau,
+                    skips=skips,
+                    weighting=_weighting(args),
+                )
             finally:
                 _print_operational(args.command, skips)
             print(json.dumps(report, indent=2))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["TICK", "is_tick", "ClockTicker", "shared_ticker", "stop_shared_ticker"]
 
@@ -41,8 +42,15 @@ class ClockTicker(threading.Thread):
     away) are retried at the next tick; the records carry no data, so losing one only delays a
     release until the next."""
 
-    def __init__(self, options: Mapping[str, Any], topic: str, interval_ms: int, *, refresh_s: float = 30.0,
-                 on_fatal: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        topic: str,
+        interval_ms: int,
+        *,
+        refresh_s: float = 30.0,
+        on_fatal: Callable[[str], None] | None = None,
+    ) -> None:
         """``on_fatal(message)`` is called (once) when the broker refuses the job's clock records for
         good (not authorised to write to ``topic``): without them no window would ever be released."""
         if not isinstance(interval_ms, int) or interval_ms < 1:
@@ -86,17 +94,22 @@ class ClockTicker(threading.Thread):
                     _LOG.warning("dphhh clock: appending clock records to %s again", self.topic)
             except Exception as exc:  # the broker away: try again at the next tick (the message has no data)
                 if "Authorization" in type(exc).__name__:
-                    message = (f"the job may not write its clock records to its input topic {self.topic} "
-                               f"({type(exc).__name__}); a live job needs write access to it (README, the release "
-                               "schedule)")
+                    message = (
+                        f"the job may not write its clock records to its input topic {self.topic} "
+                        f"({type(exc).__name__}); a live job needs write access to it (README, the release "
+                        "schedule)"
+                    )
                     _LOG.error("dphhh clock: %s", message)
                     if self.on_fatal is not None:
                         self.on_fatal(message)
                     return
                 if not failing:
                     failing = True
-                    _LOG.warning("dphhh clock: cannot append clock records to %s (%s); retrying at every tick",
-                                 self.topic, type(exc).__name__)
+                    _LOG.warning(
+                        "dphhh clock: cannot append clock records to %s (%s); retrying at every tick",
+                        self.topic,
+                        type(exc).__name__,
+                    )
                 if producer is not None:
                     try:
                         producer.close(timeout=1)
@@ -122,8 +135,9 @@ _SHARED: dict[tuple[str, str], ClockTicker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_ticker(options: Mapping[str, Any], topic: str, interval_ms: int,
-                  on_fatal: Callable[[str], None] | None = None) -> ClockTicker:
+def shared_ticker(
+    options: Mapping[str, Any], topic: str, interval_ms: int, on_fatal: Callable[[str], None] | None = None
+) -> ClockTicker:
     """The one running ticker of this process for (bootstrap, topic), started on first use (an
     operator reopened after a failover in the same worker process reuses it)."""
     key = (str(options.get("bootstrap.servers")), topic)

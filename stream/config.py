@@ -13,9 +13,11 @@ import copy
 import math
 import os
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from connectors.decode import FORMATS
 from privacy.budget_guard import BudgetGuard
@@ -129,7 +131,7 @@ REPLACED = {
     "kafka.bounded": "window.mode = 'replay' (a bounded job over the public range [window.origin, window.until))",
     "window.allowed_lateness_ms": "window.grace_ms (a window is released at its end + grace, by the wall clock)",
     "window.out_of_orderness_ms": "nothing: windows are released on the wall clock, never on a watermark made from "
-                                  "the data (live: window.grace_ms; backfills: window.mode = 'replay')",
+    "the data (live: window.grace_ms; backfills: window.mode = 'replay')",
 }
 
 
@@ -179,7 +181,7 @@ TIME_KEYS = (("window", "origin"), ("window", "until"))
 def parse_time_ms(text: Any, name: str) -> int | None:
     """Epoch milliseconds of a time key's value (an integer, digits, or ISO-8601; a time without a
     zone is UTC); ``None`` for ``""``. Raises :class:`ConfigError` naming the key."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if isinstance(text, int) and not isinstance(text, bool):
         return text
@@ -193,10 +195,11 @@ def parse_time_ms(text: Any, name: str) -> int | None:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"config: {name} must be epoch milliseconds or an ISO-8601 time "
-                          f"(e.g. 2026-12-01T00:00:00Z), got {text!r}") from None
+        raise ConfigError(
+            f"config: {name} must be epoch milliseconds or an ISO-8601 time (e.g. 2026-12-01T00:00:00Z), got {text!r}"
+        ) from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)
 
 
@@ -234,7 +237,9 @@ def _secret(key: str, value: str) -> str:
         try:
             return Path(value[5:]).read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ConfigError(f"config: kafka.extra.{key} refers to a file that cannot be read ({exc.strerror})") from None
+            raise ConfigError(
+                f"config: kafka.extra.{key} refers to a file that cannot be read ({exc.strerror})"
+            ) from None
     return value
 
 
@@ -278,7 +283,7 @@ class JobConfig:
         """The configured end of the schedule (exclusive), if any."""
         return parse_time_ms(self["window.until"], "window.until")
 
-    def schedule(self, origin_ms: int | None = None) -> "ReleaseSchedule":
+    def schedule(self, origin_ms: int | None = None) -> ReleaseSchedule:
         """The release schedule, with ``origin_ms`` (the ledger's stored origin) where none is configured."""
         from .schedule import ReleaseSchedule
 
@@ -286,8 +291,15 @@ class JobConfig:
         origin = self.origin_ms if self.origin_ms is not None else origin_ms
         if origin is None:
             raise ValueError("JobConfig: the schedule's origin is not known yet (see stream.ledger.resolve_origin)")
-        return ReleaseSchedule(size_ms=w["size_ms"], origin_ms=origin, mode=w["mode"], grace_ms=w["grace_ms"],
-                               until_ms=self.until_ms, max_future_ms=w["max_future_ms"], max_past_ms=w["max_past_ms"])
+        return ReleaseSchedule(
+            size_ms=w["size_ms"],
+            origin_ms=origin,
+            mode=w["mode"],
+            grace_ms=w["grace_ms"],
+            until_ms=self.until_ms,
+            max_future_ms=w["max_future_ms"],
+            max_past_ms=w["max_past_ms"],
+        )
 
     def deployment_fingerprint(self) -> str:
         """A short hash of everything that makes two runs the *same deployment* (topics, input,
@@ -314,13 +326,16 @@ class JobConfig:
 
     def warnings(self) -> list[str]:
         """Warnings about valid settings that weaken the guarantee (printed at start)."""
-        out = guarantee_warnings(self.params, h=self.hierarchy.h,
-                                 expected_n=self["privacy.expected_window_size"] or None)
+        out = guarantee_warnings(
+            self.params, h=self.hierarchy.h, expected_n=self["privacy.expected_window_size"] or None
+        )
         if self.seed is not None:
             out.append("privacy.seed is set: the noise is reproducible and the reports are NOT private (tests only)")
         if self.unit.kind == "user" and self.guard is None:
-            out.append("user-level privacy without a budget guard: a unit present in k windows is protected at "
-                       "k times the per-window (epsilon, delta); set privacy.budget_epsilon")
+            out.append(
+                "user-level privacy without a budget guard: a unit present in k windows is protected at "
+                "k times the per-window (epsilon, delta); set privacy.budget_epsilon"
+            )
         return out
 
     def kafka_client_options(self) -> dict[str, Any]:
@@ -368,10 +383,14 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         if not 1 <= f[key] < 2**31:
             raise ConfigError(f"config: flink.{key} must be between 1 and 2^31 - 1, got {f[key]}")
     if not 0 <= values["output"]["metrics_port"] <= 65535:
-        raise ConfigError(f"config: output.metrics_port must be between 0 and 65535, got {values['output']['metrics_port']}")
+        raise ConfigError(
+            f"config: output.metrics_port must be between 0 and 65535, got {values['output']['metrics_port']}"
+        )
     if not 0 <= values["output"]["test_checkpoint_delay_ms"] <= 600_000:
-        raise ConfigError("config: output.test_checkpoint_delay_ms must be between 0 and 600000, "
-                          f"got {values['output']['test_checkpoint_delay_ms']}")
+        raise ConfigError(
+            "config: output.test_checkpoint_delay_ms must be between 0 and 600000, "
+            f"got {values['output']['test_checkpoint_delay_ms']}"
+        )
     for key in ("test_slow_decode_ms", "test_hold_s"):
         if not 0 <= values["output"][key] <= 600_000:
             raise ConfigError(f"config: output.{key} must be between 0 and 600000, got {values['output'][key]}")
@@ -398,8 +417,15 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
             raise ValueError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
         event = unit.event_budget(budget)
         params = HHHParams(
-            epsilon=event.epsilon, delta=event.delta, tau=p["tau"], beta=p["beta"], counters=p["counters"],
-            partitions=p["partitions"], variant=p["variant"], mode=p["mode"], calibration=p["calibration"],
+            epsilon=event.epsilon,
+            delta=event.delta,
+            tau=p["tau"],
+            beta=p["beta"],
+            counters=p["counters"],
+            partitions=p["partitions"],
+            variant=p["variant"],
+            mode=p["mode"],
+            calibration=p["calibration"],
         )
     except ValueError as exc:
         raise ConfigError(f"config: privacy.{str(exc).split(': ', 1)[-1]}") from None
@@ -424,17 +450,23 @@ def _check_window(w: Mapping[str, Any]) -> None:
     origin, until = parse_time_ms(w["origin"], "window.origin"), parse_time_ms(w["until"], "window.until")
     for key, value in (("origin", origin), ("until", until)):
         if value is not None and (value < 0 or value % w["size_ms"]):
-            raise ConfigError(f"config: window.{key} must be a window boundary (a multiple of window.size_ms = "
-                              f"{w['size_ms']} ms since the epoch), got {value}")
+            raise ConfigError(
+                f"config: window.{key} must be a window boundary (a multiple of window.size_ms = "
+                f"{w['size_ms']} ms since the epoch), got {value}"
+            )
     if w["mode"] == REPLAY and (origin is None or until is None):
-        raise ConfigError("config: window.mode = 'replay' needs window.origin and window.until (the public range "
-                          "[origin, until) whose every window gets a report)")
+        raise ConfigError(
+            "config: window.mode = 'replay' needs window.origin and window.until (the public range "
+            "[origin, until) whose every window gets a report)"
+        )
     if origin is not None and until is not None:
         if until <= origin:
             raise ConfigError(f"config: window.until ({w['until']}) must be after window.origin ({w['origin']})")
         if (until - origin) // w["size_ms"] > MAX_SCHEDULE_WINDOWS:
-            raise ConfigError(f"config: window.origin .. window.until spans {(until - origin) // w['size_ms']} windows; "
-                              f"at most {MAX_SCHEDULE_WINDOWS} (each gets a report): use larger windows or a shorter range")
+            raise ConfigError(
+                f"config: window.origin .. window.until spans {(until - origin) // w['size_ms']} windows; "
+                f"at most {MAX_SCHEDULE_WINDOWS} (each gets a report): use larger windows or a shorter range"
+            )
 
 
 def _check_flow_input(i: Mapping[str, Any]) -> int:
@@ -451,13 +483,17 @@ def _check_flow_input(i: Mapping[str, Any]) -> int:
     weighted = i["format"] == "flow-json" and i["flow_weight"] != "records"
     if not weighted:
         if cap > 1:
-            raise ConfigError("config: input.weight_cap applies to input.format 'flow-json' with input.flow_weight "
-                              f"'packets' or 'bytes' (got format {i['format']!r}, weight {i['flow_weight']!r})")
+            raise ConfigError(
+                "config: input.weight_cap applies to input.format 'flow-json' with input.flow_weight "
+                f"'packets' or 'bytes' (got format {i['format']!r}, weight {i['flow_weight']!r})"
+            )
         return 1
     if cap < 1:
-        raise ConfigError(f"config: input.flow_weight = {i['flow_weight']!r} needs input.weight_cap = W: each record's "
-                          "weight is clipped to W and the guarantee covers one record by group privacy over W unit "
-                          "elements (epsilon is divided by W; see dphhh plan --weight-cap)")
+        raise ConfigError(
+            f"config: input.flow_weight = {i['flow_weight']!r} needs input.weight_cap = W: each record's "
+            "weight is clipped to W and the guarantee covers one record by group privacy over W unit "
+            "elements (epsilon is divided by W; see dphhh plan --weight-cap)"
+        )
     return cap
 
 
@@ -466,18 +502,24 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
     key, cap = p["unit_key"].strip(), p["unit_cap"]
     if not key:
         if cap != 1:
-            raise ConfigError(f"config: privacy.unit_cap = {cap} needs a privacy.unit_key (event-level privacy caps nothing)")
+            raise ConfigError(
+                f"config: privacy.unit_cap = {cap} needs a privacy.unit_key (event-level privacy caps nothing)"
+            )
         return PrivacyUnit()
     if cap < 1:
         raise ConfigError(f"config: privacy.unit_cap must be an integer >= 1, got {cap}")
     if key == "source-ipv4":
         if fmt != "packed-ipv4-pairs":
-            raise ConfigError("config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
-                              f"(unit address, address), got {fmt!r}")
+            raise ConfigError(
+                "config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
+                f"(unit address, address), got {fmt!r}"
+            )
         return PrivacyUnit("user", "source address", cap)
     if fmt == "flow-json":
-        raise ConfigError("config: privacy.unit_key is not supported with input.format 'flow-json' yet "
-                          "(user-level privacy per source host of flow records): use event level (one record)")
+        raise ConfigError(
+            "config: privacy.unit_key is not supported with input.format 'flow-json' yet "
+            "(user-level privacy per source host of flow records): use event level (one record)"
+        )
     if key.startswith("json:") and key[5:].strip():
         if fmt != "json":
             raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format 'json', got {fmt!r}")
@@ -492,16 +534,21 @@ def _budget_guard(p: Mapping[str, Any], per_window: PrivacyBudget) -> BudgetGuar
     if eps == 0 and delta == 0:
         return None
     if not eps > 0 or not 0 <= delta < 1:
-        raise ConfigError(f"config: privacy.budget_epsilon must be > 0 and privacy.budget_delta in [0, 1), "
-                          f"got {eps!r}, {delta!r}")
+        raise ConfigError(
+            f"config: privacy.budget_epsilon must be > 0 and privacy.budget_delta in [0, 1), got {eps!r}, {delta!r}"
+        )
     if delta == 0:  # only epsilon is limited: delta grows with the windows the epsilon budget allows
         delta = min(per_window.delta * math.ceil(eps / per_window.epsilon - 1e-9), 0.5)
     if delta < per_window.delta:
-        raise ConfigError(f"config: privacy.budget_delta = {delta:g} is below one window's delta = {per_window.delta:g} "
-                          "(set it to at least the per-window delta times the windows allowed)")
+        raise ConfigError(
+            f"config: privacy.budget_delta = {delta:g} is below one window's delta = {per_window.delta:g} "
+            "(set it to at least the per-window delta times the windows allowed)"
+        )
     if eps < per_window.epsilon:
-        raise ConfigError(f"config: privacy.budget_epsilon = {eps:g} is below one window's epsilon = {per_window.epsilon:g}: "
-                          "no window could ever be released")
+        raise ConfigError(
+            f"config: privacy.budget_epsilon = {eps:g} is below one window's epsilon = {per_window.epsilon:g}: "
+            "no window could ever be released"
+        )
     return BudgetGuard(PrivacyBudget(eps, delta), period)
 
 

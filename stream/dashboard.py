@@ -19,9 +19,10 @@ import ipaddress
 import json
 import threading
 from collections import deque
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["DashboardState", "report_tree", "serve_dashboard", "PAGE"]
 
@@ -41,13 +42,23 @@ def report_tree(report: dict[str, Any]) -> dict[str, Any]:
     reported ancestor (levels ascending)."""
     spec = str(report.get("params", {}).get("hierarchy", "ipv4"))
     kind = spec.split(":", 1)[0]
-    root: dict[str, Any] = {"prefix": "*", "level": 0, "count": report.get("window", {}).get("n_noisy", 0),
-                            "children": []}
+    root: dict[str, Any] = {
+        "prefix": "*",
+        "level": 0,
+        "count": report.get("window", {}).get("n_noisy", 0),
+        "children": [],
+    }
     placed: list[dict[str, Any]] = []
     for item in sorted(report.get("hhh", []), key=lambda x: (x.get("level", 0), str(x.get("prefix")))):
-        node = {"prefix": item.get("prefix"), "level": item.get("level"), "count": item.get("count"),
-                "estimate": item.get("estimate"), "lower": item.get("lower"), "upper": item.get("upper"),
-                "children": []}
+        node = {
+            "prefix": item.get("prefix"),
+            "level": item.get("level"),
+            "count": item.get("count"),
+            "estimate": item.get("estimate"),
+            "lower": item.get("lower"),
+            "upper": item.get("upper"),
+            "children": [],
+        }
         if node["level"] == 0:  # the root prefix itself is reported: it is the tree's root
             root.update({k: v for k, v in node.items() if k != "children"})
             continue
@@ -88,19 +99,31 @@ class DashboardState:
         windows = []
         for r in reports:
             w, b = r.get("window", {}), r.get("budget", {})
-            windows.append({
-                "start_ms": w.get("start_ms"), "end_ms": w.get("end_ms"), "start": w.get("start"),
-                "n_noisy": w.get("n_noisy"), "epsilon": b.get("epsilon"), "delta": b.get("delta"),
-                "hhh": [{"prefix": x.get("prefix"), "level": x.get("level"), "count": x.get("count")}
-                        for x in r.get("hhh", [])],
-            })
+            windows.append(
+                {
+                    "start_ms": w.get("start_ms"),
+                    "end_ms": w.get("end_ms"),
+                    "start": w.get("start"),
+                    "n_noisy": w.get("n_noisy"),
+                    "epsilon": b.get("epsilon"),
+                    "delta": b.get("delta"),
+                    "hhh": [
+                        {"prefix": x.get("prefix"), "level": x.get("level"), "count": x.get("count")}
+                        for x in r.get("hhh", [])
+                    ],
+                }
+            )
         latest = reports[-1] if reports else None
         return {
             "version": version,
             "windows": windows,
-            "latest": None if latest is None else {
-                "window": latest.get("window"), "params": latest.get("params"),
-                "guarantees": latest.get("guarantees"), "budget": latest.get("budget"),
+            "latest": None
+            if latest is None
+            else {
+                "window": latest.get("window"),
+                "params": latest.get("params"),
+                "guarantees": latest.get("guarantees"),
+                "budget": latest.get("budget"),
                 "tree": report_tree(latest),
             },
         }
@@ -151,8 +174,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def serve_dashboard(state: DashboardState, port: int, host: str = "127.0.0.1",
-                    sources: Iterable[threading.Thread] = ()) -> ThreadingHTTPServer:
+def serve_dashboard(
+    state: DashboardState, port: int, host: str = "127.0.0.1", sources: Iterable[threading.Thread] = ()
+) -> ThreadingHTTPServer:
     """Start the HTTP server (daemon thread) and the report readers; returns the server."""
     handler = type("DashboardHandler", (_Handler,), {"state": state})
     server = ThreadingHTTPServer((host, port), handler)

@@ -40,7 +40,7 @@ class BatchOutcome:
     (skipped)."""
 
     dead: list[tuple[str, bytes | None, int | None]] = field(default_factory=list)
-    windows: list[tuple[int, Any, Any]] = field(default_factory=list)
+    windows: list[tuple[int, Any, np.ndarray | None, np.ndarray | None]] = field(default_factory=list)
     ticks: int = 0
 
 

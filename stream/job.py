@@ -19,14 +19,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .config import JobConfig
-from .paths import deploy_dir, jars_dir, script_env
 from .operators import STEP_IDS, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
+from .paths import deploy_dir, jars_dir, script_env
 
-__all__ = ["METRIC_INCLUDES", "latest_checkpoint", "ensure_jars", "ensure_operator_jar", "job_jars", "prepare_gateway", "flink_configuration", "build_pipeline", "submit"]
+__all__ = [
+    "METRIC_INCLUDES",
+    "latest_checkpoint",
+    "ensure_jars",
+    "ensure_operator_jar",
+    "job_jars",
+    "prepare_gateway",
+    "flink_configuration",
+    "build_pipeline",
+    "submit",
+]
 
 #: Flink's Prometheus reporter exports only these metrics (``filter.includes``; docs/ALGORITHMS.md §0.1 f): dphhh's
 #: own operator counters (the public schedule's windows and the dead letters of records that are not
@@ -66,15 +76,20 @@ def ensure_operator_jar() -> Path:
         return jar
     javac, jar_tool = shutil.which("javac"), shutil.which("jar")
     if javac is None or jar_tool is None:
-        raise RuntimeError("job: 'javac' and 'jar' (a JDK 17) are needed to build deploy/java/; "
-                           "Debian: apt-get install openjdk-17-jdk-headless")
+        raise RuntimeError(
+            "job: 'javac' and 'jar' (a JDK 17) are needed to build deploy/java/; "
+            "Debian: apt-get install openjdk-17-jdk-headless"
+        )
     flink_lib = Path(pyflink.__file__).resolve().parent / "lib"
     classpath = ":".join(str(p) for p in sorted(flink_lib.glob("flink-dist-*.jar")))
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
         classes = Path(tmp) / "classes"
-        built = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes),
-                                *map(str, sources)], capture_output=True, text=True)
+        built = subprocess.run(
+            [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes), *map(str, sources)],
+            capture_output=True,
+            text=True,
+        )
         if built.returncode != 0:
             raise RuntimeError(f"job: compiling deploy/java/ failed:\n{built.stderr.strip()}")
         staged = Path(tmp) / jar.name
@@ -103,7 +118,9 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     import pyflink
 
     home = Path(pyflink.__file__).resolve().parent
-    reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted((jars_dir() / "flink").glob("flink-metrics-prometheus-*.jar"))
+    reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted(
+        (jars_dir() / "flink").glob("flink-metrics-prometheus-*.jar")
+    )
     lib = run_dir / "flink-lib"
     lib.mkdir(parents=True, exist_ok=True)
     for jar in sorted(home.glob("lib/*.jar")) + reporter[:1]:
@@ -115,8 +132,11 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
     # Kafka offsets and state sizes stay out of the log: see deploy/flink/log4j-no-raw-counts.properties
     log4j = run_dir / "log4j.properties"
-    log4j.write_text((home / "conf" / "log4j-cli.properties").read_text() + "\n"
-                     + (deploy_dir() / "flink" / "log4j-no-raw-counts.properties").read_text())
+    log4j.write_text(
+        (home / "conf" / "log4j-cli.properties").read_text()
+        + "\n"
+        + (deploy_dir() / "flink" / "log4j-no-raw-counts.properties").read_text()
+    )
     os.environ["LOG4J_PROPERTIES"] = str(log4j)
     # Python operators run in worker processes started by the task managers, as on a cluster, not
     # in threads of this client process (PyFlink's default on a MiniCluster, "loopback"): the job's
@@ -154,7 +174,10 @@ def latest_checkpoint(cfg: JobConfig) -> Path | None:
     """The newest complete retained checkpoint of this deployment (``chk-N`` holding ``_metadata``), or
     the final savepoint of a stopped live schedule (``savepoints/savepoint-…``) if that is newer."""
     found = []
-    for meta in [*cfg.checkpoint_path().glob("*/chk-*/_metadata"), *cfg.checkpoint_path().glob("savepoints/*/_metadata")]:
+    for meta in [
+        *cfg.checkpoint_path().glob("*/chk-*/_metadata"),
+        *cfg.checkpoint_path().glob("savepoints/*/_metadata"),
+    ]:
         try:
             found.append((meta.stat().st_mtime, meta.parent.name, meta.parent))
         except OSError:
@@ -193,7 +216,9 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
     conf.set_string("restart-strategy.exponential-delay.reset-backoff-threshold", "10 min")
     conf.set_string("restart-strategy.exponential-delay.jitter-factor", "0.1")
     conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(f["restart_attempts"]))
-    conf.set_string("metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory")
+    conf.set_string(
+        "metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+    )
     conf.set_string("metrics.reporter.prom.port", f["prometheus_port"])
     # an allow-list: only catalogued, data-independent metrics leave (see METRIC_INCLUDES)
     conf.set_string("metrics.reporter.prom.filter.includes", ";".join(METRIC_INCLUDES))
@@ -235,7 +260,9 @@ def _batched(records, cfg: JobConfig):
     f = cfg.values["flink"]
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()
     batcher = get_gateway().jvm.io.dphhh.flink.MessageBatcher(
-        f["batch_max_messages"], f["batch_max_bytes"], f["batch_max_delay_ms"],
+        f["batch_max_messages"],
+        f["batch_max_bytes"],
+        f["batch_max_delay_ms"],
         cfg.values["output"]["test_checkpoint_delay_ms"],
     )
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
@@ -268,13 +295,13 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     already, see :func:`stream.ledger.resolve_origin`)."""
     from pyflink.common import ByteArraySchema, Types, WatermarkStrategy
     from pyflink.datastream.connectors.base import DeliveryGuarantee
-    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
     from pyflink.datastream.connectors.kafka import (
         KafkaOffsetsInitializer,
         KafkaRecordSerializationSchema,
         KafkaSink,
         KafkaSource,
     )
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 
     from .ledger import job_schedule
     from .operators import START
@@ -317,7 +344,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
 
     batched = _batched(records, cfg).set_parallelism(readers)
     batches = (
-        batched.process(DecodeOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+        batched.process(
+            DecodeOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw])
+        )
         .name(STEP_IDS["decode"])
         .uid(STEP_IDS["decode"])
     )
@@ -326,7 +355,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     if cfg.unit.kind == "user":  # the per-unit cap sits between decode and the sketches
         to_sketches = (
             batches.key_by(lambda r: r[0], key_type=Types.INT())
-            .process(CapOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw]))
+            .process(
+                CapOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw])
+            )
             .name(STEP_IDS["cap"])
             .uid(STEP_IDS["cap"])
         )
@@ -338,10 +369,15 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     )
     # one start record arms the release operator's first timer, whether or not any element comes (a
     # parallel source, so that its edges keep the job's parallelism)
-    start = (env.from_source(NumberSequenceSource(START, START), WatermarkStrategy.no_watermarks(), "start").uid("start")
-             .map(lambda n: (n, b""), output_type=Types.TUPLE([Types.LONG(), raw])).uid("start-record"))
+    start = (
+        env.from_source(NumberSequenceSource(START, START), WatermarkStrategy.no_watermarks(), "start")
+        .uid("start")
+        .map(lambda n: (n, b""), output_type=Types.TUPLE([Types.LONG(), raw]))
+        .uid("start-record")
+    )
     reports = (
-        releases.union(start).key_by(lambda r: 0, key_type=Types.INT())
+        releases.union(start)
+        .key_by(lambda r: 0, key_type=Types.INT())
         .process(ReleaseOperator(values, schedule.origin_ms, str(run_dir), cfg.kafka_client_options()), output_type=raw)
         .name(STEP_IDS["release"])
         .uid(STEP_IDS["release"])
@@ -367,9 +403,11 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     # one writer: reports reach the topic in window order (a parallel sink would interleave transactions)
     stamped_reports = _with_record_timestamps(reports, STEP_IDS["reports"]).set_parallelism(1)
     stamped_reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(
-        STEP_IDS["reports"]).set_parallelism(1)
+        STEP_IDS["reports"]
+    ).set_parallelism(1)
     _with_record_timestamps(dead, STEP_IDS["dead_letter"]).sink_to(
-        sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])).name(STEP_IDS["dead_letter"]).uid(STEP_IDS["dead_letter"])
+        sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])
+    ).name(STEP_IDS["dead_letter"]).uid(STEP_IDS["dead_letter"])
 
 
 def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
@@ -401,5 +439,6 @@ def _remote_environment(cfg: JobConfig, conf):
     for i, jar in enumerate(jars):
         j_jars[i] = str(jar)
     j_env = gateway.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment.createRemoteEnvironment(
-        host, int(port), conf._j_configuration, j_jars)
+        host, int(port), conf._j_configuration, j_jars
+    )
     return StreamExecutionEnvironment(j_env)

@@ -142,6 +142,8 @@ def job_schedule(cfg):
     if origin is None:
         origin = ReleaseLedger(cfg["output.ledger_dir"]).stored_schedule_start()
         if origin is None:
-            raise LedgerError(f"ReleaseLedger: {cfg['output.ledger_dir']} holds no schedule origin; start the job with "
-                              "`dphhh run` or `stream.flink_entry`, which store it (or set window.origin)")
+            raise LedgerError(
+                f"ReleaseLedger: {cfg['output.ledger_dir']} holds no schedule origin; start the job with "
+                "`dphhh run` or `stream.flink_entry`, which store it (or set window.origin)"
+            )
     return cfg.schedule(origin)

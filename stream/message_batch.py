@@ -12,7 +12,7 @@ back. :func:`pack_batch` is the Python twin of the Java writer (for tests and to
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -22,21 +22,37 @@ from connectors.skips import is_unparsable
 
 from .report_metrics import METRIC_NAMES as REPORT_METRICS
 
-__all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS", "FORBIDDEN_WORDS",
-           "prometheus_name"]
+__all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS", "FORBIDDEN_WORDS", "prometheus_name"]
 
 #: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
-    "decode": ("dead_letters_no_timestamp", "dead_letters_bad_batch",
-               *(f"dead_letters_{r}" for r in REASONS if is_unparsable(r))),
+    "decode": (
+        "dead_letters_no_timestamp",
+        "dead_letters_bad_batch",
+        *(f"dead_letters_{r}" for r in REASONS if is_unparsable(r)),
+    ),
     "release": ("windows_released", "windows_republished", "windows_refused"),
 }
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
 FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)
 #: Words of metric names that track the data and must never be exported (checked on live scrapes).
-FORBIDDEN_WORDS = ("busyTime", "backPressured", "Watermark", "Heap", "incoming_byte", "fetch_size", "Records",
-                   "Bytes", "ffset", "_lag", "CheckpointSize", "CheckpointDuration", "_late_", "unit_cap",
-                   "sketches_released")
+FORBIDDEN_WORDS = (
+    "busyTime",
+    "backPressured",
+    "Watermark",
+    "Heap",
+    "incoming_byte",
+    "fetch_size",
+    "Records",
+    "Bytes",
+    "ffset",
+    "_lag",
+    "CheckpointSize",
+    "CheckpointDuration",
+    "_late_",
+    "unit_cap",
+    "sketches_released",
+)
 
 
 def prometheus_name(step: str, name: str) -> str:

@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from connectors.decode import REASONS, MessageDecoder
-from connectors.skips import is_unparsable
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from connectors.skips import is_unparsable
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
-from sketches.hierarchy import Hierarchy
+from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.misra_gries import MisraGries, clip_weights
 from sketches.partition import partition_of
 
@@ -54,16 +55,39 @@ try:  # PyFlink is needed to run the job, not to import the plain logic above
     from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
     from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 except ImportError:  # pragma: no cover - exercised only without apache-flink installed
-    KeyedProcessFunction = ProcessFunction = object  # type: ignore[misc,assignment]
-    Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None  # type: ignore
+    KeyedProcessFunction = ProcessFunction = object
+    Types = OutputTag = RuntimeContext = MapStateDescriptor = ValueStateDescriptor = None
 
-__all__ = ["DecodeOperator", "CapOperator", "SketchOperator", "ReleaseOperator", "STEP_IDS", "START", "TICK_WINDOW",
-           "COUNTED_REASONS", "sketch_payloads", "unit_shards", "expand", "expand_by_partition", "ipv4_payloads",
-           "pack_levels", "unpack_levels", "stamp", "unstamp"]
+__all__ = [
+    "DecodeOperator",
+    "CapOperator",
+    "SketchOperator",
+    "ReleaseOperator",
+    "STEP_IDS",
+    "START",
+    "TICK_WINDOW",
+    "COUNTED_REASONS",
+    "sketch_payloads",
+    "unit_shards",
+    "expand",
+    "expand_by_partition",
+    "ipv4_payloads",
+    "pack_levels",
+    "unpack_levels",
+    "stamp",
+    "unstamp",
+]
 
-STEP_IDS = {"source": "kafka-source", "batch": "batch", "decode": "decode", "cap": "cap", "sketch": "sketch",
-            "release": "release",
-            "reports": "reports-sink", "dead_letter": "dead-letter-sink"}
+STEP_IDS = {
+    "source": "kafka-source",
+    "batch": "batch",
+    "decode": "decode",
+    "cap": "cap",
+    "sketch": "sketch",
+    "release": "release",
+    "reports": "reports-sink",
+    "dead_letter": "dead-letter-sink",
+}
 METRIC_GROUP = "dphhh"
 
 
@@ -149,12 +173,17 @@ def ipv4_payloads(values: np.ndarray, cfg: JobConfig, weights: np.ndarray | None
         n = int(np.count_nonzero(chosen))
         if n:
             body = addrs[chosen].tobytes() + masks[p][chosen].tobytes()
-            out[p] = (_header(_IPV4_MASKED, n) + body if w is None
-                      else _header(_IPV4_MASKED_W, n) + body + w[chosen].tobytes())
+            out[p] = (
+                _header(_IPV4_MASKED, n) + body
+                if w is None
+                else _header(_IPV4_MASKED_W, n) + body + w[chosen].tobytes()
+            )
     return out
 
 
-def sketch_payloads(values: Any, cfg: JobConfig, weights: np.ndarray | None = None) -> Iterator[tuple[int, bytes, bytes]]:
+def sketch_payloads(
+    values: Any, cfg: JobConfig, weights: np.ndarray | None = None
+) -> Iterator[tuple[int, bytes, bytes]]:
     """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
     (hashed-key hierarchies only) name the keys so that reports can show their prefixes.
     ``weights`` (clipped record weights, IPv4 only) travel with their addresses."""
@@ -164,12 +193,13 @@ def sketch_payloads(values: Any, cfg: JobConfig, weights: np.ndarray | None = No
         return
     if weights is not None:
         raise ValueError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
-    labelled = cfg.hierarchy.kind == "path"
+    hierarchy = cfg.hierarchy
     for p, levels in expand_by_partition(values, cfg).items():
         labels = b""
-        if labelled:
-            labels = pickle.dumps({lv: cfg.hierarchy.labels_of(keys, lv)
-                                   for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5)
+        if isinstance(hierarchy, PathHierarchy):  # kind "path"
+            labels = pickle.dumps(
+                {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5
+            )
         yield p, pack_levels(levels), labels
 
 
@@ -327,7 +357,7 @@ class DecodeOperator(ProcessFunction):
             flow_weight=i["flow_weight"],
         )
         self.tag = dead_letter_tag()
-        self.ticked = None  # the next operators are ticked once after open and at each new clock window
+        self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
         self.shards = self.cfg.values["flink"]["parallelism"]
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
@@ -363,6 +393,7 @@ class DecodeOperator(ProcessFunction):
             yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
         for start, values, units, weights in outcome.windows:
             if self.user_level:
+                assert units is not None  # user level: the decoder reads every record's unit key
                 for shard, payload in unit_payloads(values, units, self.shards):
                     yield shard, start, payload, b""
                 continue
@@ -541,8 +572,13 @@ class SketchOperator(KeyedProcessFunction):
                 sid = sketch_id(level, partition, parts)
                 (self.dump_dir / f"window-{window}-sketch-{sid}.bin").write_bytes(sketch.to_bytes())
             release = release_sketch(
-                level, partition, sketch.counters(), sketch.total,
-                params=self.cfg.params, h=h, rng=self.noise_for(window, level, partition),
+                level,
+                partition,
+                sketch.counters(),
+                sketch.total,
+                params=self.cfg.params,
+                h=h,
+                rng=self.noise_for(window, level, partition),
                 labels=labels.get(level) if labels else None,
             )
             yield window, pickle.dumps(release, protocol=5)
@@ -592,8 +628,14 @@ class ReleaseOperator(KeyedProcessFunction):
         ledger = ReleaseLedger(out["ledger_dir"])
         ledger.claim(self.cfg.deployment_fingerprint())
         self.assembler = WindowAssembler(
-            self.cfg.hierarchy, self.cfg.params, self.schedule, ledger, seed=self.cfg.seed,
-            unit=self.cfg.unit, budget=self.cfg.budget, guard=self.cfg.guard,
+            self.cfg.hierarchy,
+            self.cfg.params,
+            self.schedule,
+            ledger,
+            seed=self.cfg.seed,
+            unit=self.cfg.unit,
+            budget=self.cfg.budget,
+            guard=self.cfg.guard,
         )
         self.report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
         self.pending = runtime_context.get_map_state(
@@ -607,12 +649,16 @@ class ReleaseOperator(KeyedProcessFunction):
         self.ticker = None
         if self.schedule.mode == LIVE and self.kafka_options is not None:
             run_dir = self.run_dir
-            self.ticker = shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"],
-                                        self.cfg["window.clock_tick_ms"],
-                                        on_fatal=lambda message: write_fatal(run_dir, message))
+            self.ticker = shared_ticker(
+                self.kafka_options,
+                self.cfg["kafka.input_topic"],
+                self.cfg["window.clock_tick_ms"],
+                on_fatal=lambda message: write_fatal(run_dir, message),
+            )
 
     def close(self) -> None:
         if self.ticker is not None:
+            assert self.kafka_options is not None  # the ticker is only started with them (open)
             stop_shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"])
             self.ticker = None
 
@@ -640,13 +686,18 @@ class ReleaseOperator(KeyedProcessFunction):
         watermark = ctx.timer_service().current_watermark()
         if watermark >= MAX_WATERMARK:
             # end of input: a replay's whole range is due; a live job (no end) only what the timer says
-            due = self.schedule.last_window if self.schedule.mode == REPLAY else \
-                self.schedule.start_of_release_time(timestamp)
+            due = (
+                self.schedule.last_window
+                if self.schedule.mode == REPLAY
+                else self.schedule.start_of_release_time(timestamp)
+            )
         else:
             # every window whose scheduled release the watermark has passed (after a downtime, many):
             # their sketches' releases have all arrived, since those fire at the same watermark
-            due = max(self.schedule.start_of_release_time(timestamp),
-                      self.schedule.start_of(watermark - self.schedule.grace_ms) - self.schedule.size_ms)
+            due = max(
+                self.schedule.start_of_release_time(timestamp),
+                self.schedule.start_of(watermark - self.schedule.grace_ms) - self.schedule.size_ms,
+            )
         window = self._next()
         while window <= due and self.schedule.in_schedule(window):
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]

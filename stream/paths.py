@@ -25,8 +25,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ROOT", "DEMO_CAPTURE", "CAPTURES", "data_dir", "capture", "MissingData", "deploy_dir", "cache_dir",
-           "jars_dir", "state_dir", "script_env"]
+__all__ = [
+    "ROOT",
+    "DEMO_CAPTURE",
+    "CAPTURES",
+    "data_dir",
+    "capture",
+    "MissingData",
+    "deploy_dir",
+    "cache_dir",
+    "jars_dir",
+    "state_dir",
+    "script_env",
+]
 
 _HERE = Path(__file__).resolve().parent
 ROOT: Path | None = _HERE.parent if (_HERE.parent / "pyproject.toml").is_file() else None
@@ -75,8 +86,9 @@ def capture(name: str = DEMO_CAPTURE) -> Path:
     """The path of a bundled capture; :class:`MissingData` names the file and folder if absent."""
     path = data_dir() / "pcaps" / name
     if not path.is_file():
-        raise MissingData(f"dphhh: bundled capture {name} not found in {path.parent} "
-                          f"(set DPHHH_DATA to the folder holding pcaps/)")
+        raise MissingData(
+            f"dphhh: bundled capture {name} not found in {path.parent} (set DPHHH_DATA to the folder holding pcaps/)"
+        )
     return path
 
 
@@ -86,8 +98,10 @@ def deploy_dir() -> Path:
         return ROOT / "deploy"
     found = _package_dir("dphhh_deploy")
     if found is None:
-        raise MissingData("dphhh: the deploy files (Kafka scripts, Java operator sources) are not installed "
-                          "with this copy of dphhh; reinstall the package")
+        raise MissingData(
+            "dphhh: the deploy files (Kafka scripts, Java operator sources) are not installed "
+            "with this copy of dphhh; reinstall the package"
+        )
     return found
 
 

@@ -18,8 +18,19 @@ from sketches.hierarchy import parse_hierarchy
 
 __all__ = ["add_plan_parser", "run_plan", "parse_size", "format_plan", "format_table"]
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
 TABLE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 TABLE_SIZES = (10**5, 10**6, 10**7)
 DEFAULT_MAX_MEMORY = "256MiB"
@@ -44,10 +55,12 @@ def parse_size(text: str, where: str) -> int:
 def add_plan_parser(sub: Any) -> None:
     """The ``plan`` sub-command's options."""
     p = sub.add_parser(
-        "plan", help="what a setting can detect (alpha1, alpha2, T*, coverage, detectable counts, memory)",
+        "plan",
+        help="what a setting can detect (alpha1, alpha2, T*, coverage, detectable counts, memory)",
         description="Compute, from public inputs only, the guarantees a window's report will carry and the "
-                    "smallest prefix count it reports with probability >= 0.9, before deploying. The same code "
-                    "computes the numbers in every report.")
+        "smallest prefix count it reports with probability >= 0.9, before deploying. The same code "
+        "computes the numbers in every report.",
+    )
     p.add_argument("--n", required=True, help="expected elements per window (public guess, e.g. 1e6 or 250k)")
     p.add_argument("--epsilon", type=float, required=True, help="window privacy budget ε > 0")
     p.add_argument("--delta", type=float, default=1e-6, help="window privacy budget δ (default 1e-6)")
@@ -61,18 +74,34 @@ def add_plan_parser(sub: Any) -> None:
     p.add_argument("--calibration", default=DEFAULT_CALIBRATION, choices=CALIBRATIONS)
     p.add_argument("--unit-cap", type=int, default=1, help="m elements per privacy unit (user level; default 1)")
     p.add_argument("--weight-cap", type=int, default=1, help="W units per weighted record (default 1)")
-    p.add_argument("--max-memory", default=DEFAULT_MAX_MEMORY,
-                   help=f"sketch memory budget per window for the recommended κ (default {DEFAULT_MAX_MEMORY})")
-    p.add_argument("--table", action="store_true",
-                   help=f"print what is detectable for ε in {TABLE_EPSILONS} and n in 1e5, 1e6, 1e7 instead")
+    p.add_argument(
+        "--max-memory",
+        default=DEFAULT_MAX_MEMORY,
+        help=f"sketch memory budget per window for the recommended κ (default {DEFAULT_MAX_MEMORY})",
+    )
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help=f"print what is detectable for ε in {TABLE_EPSILONS} and n in 1e5, 1e6, 1e7 instead",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(
-        n=parse_size(args.n, "--n"), epsilon=args.epsilon, delta=args.delta, h=parse_hierarchy(args.hierarchy).h,
-        tau=args.tau, beta=args.beta, counters=args.counters, partitions=args.partitions, variant=args.variant,
-        mode=args.mode, calibration=args.calibration, unit_cap=args.unit_cap, weight_cap=args.weight_cap,
+        n=parse_size(args.n, "--n"),
+        epsilon=args.epsilon,
+        delta=args.delta,
+        h=parse_hierarchy(args.hierarchy).h,
+        tau=args.tau,
+        beta=args.beta,
+        counters=args.counters,
+        partitions=args.partitions,
+        variant=args.variant,
+        mode=args.mode,
+        calibration=args.calibration,
+        unit_cap=args.unit_cap,
+        weight_cap=args.weight_cap,
         max_memory=None if args.max_memory is None else parse_size(args.max_memory, "--max-memory"),
     )
 
@@ -94,8 +123,11 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
         f"delta={i['delta']:g}  beta={i['beta']:g}",
         f"  kappa={i['counters']}  P={i['partitions']}  variant={i['variant']}  mode={i['mode']}  "
         f"calibration={i['calibration']}"
-        + (f"  group privacy over {i['unit_cap'] * i['weight_cap']} elements" if i['unit_cap'] * i['weight_cap'] > 1
-           else ""),
+        + (
+            f"  group privacy over {i['unit_cap'] * i['weight_cap']} elements"
+            if i["unit_cap"] * i["weight_cap"] > 1
+            else ""
+        ),
         "",
         f"  release threshold T*        {plan['threshold']:>10.1f}   a prefix's noisy count must exceed it",
         f"  noise bound B               {plan['noise_bound']:>10}   every released value within ±B (prob. 1 - beta)",
@@ -109,13 +141,17 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
         f"  sketch memory per window    {_bytes(plan['memory_bytes']):>10}   state per window {_bytes(plan['state_bytes'])}",
     ]
     if "coverage_holds" in plan:
-        lines.append(f"  with tau={i['tau']:g}: coverage " + ("holds" if plan["coverage_holds"] else
-                     "is void (tau < 2*alpha1, or point mode)"))
+        lines.append(
+            f"  with tau={i['tau']:g}: coverage "
+            + ("holds" if plan["coverage_holds"] else "is void (tau < 2*alpha1, or point mode)")
+        )
     rec = plan["recommended"]
     if rec:
         limit = f" within {_bytes(i['max_memory'])}" if i["max_memory"] else ""
-        lines.append(f"  recommended kappa{limit}: {rec['counters']} (alpha1 {rec['alpha1']:.1f}, "
-                     f"{_bytes(rec['memory_bytes'])} per window)")
+        lines.append(
+            f"  recommended kappa{limit}: {rec['counters']} (alpha1 {rec['alpha1']:.1f}, "
+            f"{_bytes(rec['memory_bytes'])} per window)"
+        )
     else:
         lines.append("  recommended kappa: none fits --max-memory (raise it, or lower P or the hierarchy's levels)")
     return "\n".join(lines)
@@ -129,19 +165,31 @@ def table_rows(base: PlanInputs) -> list[dict[str, Any]]:
             first = make_plan(replace(base, n=n, epsilon=eps))
             kappa = first["recommended"]["counters"] if first["recommended"] else base.counters
             plan = make_plan(replace(base, n=n, epsilon=eps, counters=kappa))
-            rows.append({"n": n, "epsilon": eps, "counters": kappa, "alpha1": plan["alpha1"],
-                         "coverage_min_tau": plan["coverage_min_tau"], "detectable": plan["detectable"]})
+            rows.append(
+                {
+                    "n": n,
+                    "epsilon": eps,
+                    "counters": kappa,
+                    "alpha1": plan["alpha1"],
+                    "coverage_min_tau": plan["coverage_min_tau"],
+                    "detectable": plan["detectable"],
+                }
+            )
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The ε × n table as text (Markdown-compatible)."""
-    out = ["| n | ε | κ (recommended) | α1 | coverage needs τ ≥ | released with p ≥ 0.9 from |",
-           "|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| n | ε | κ (recommended) | α1 | coverage needs τ ≥ | released with p ≥ 0.9 from |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['n']:,} | {r['epsilon']:g} | {r['counters']:,} | {r['alpha1']:.0f} | "
-                   f"{r['coverage_min_tau']:,.0f} ({_percent(r['coverage_min_tau'], r['n'])}) | "
-                   f"{r['detectable']:,} ({_percent(r['detectable'], r['n'])}) |")
+        out.append(
+            f"| {r['n']:,} | {r['epsilon']:g} | {r['counters']:,} | {r['alpha1']:.0f} | "
+            f"{r['coverage_min_tau']:,.0f} ({_percent(r['coverage_min_tau'], r['n'])}) | "
+            f"{r['detectable']:,} ({_percent(r['detectable'], r['n'])}) |"
+        )
     return "\n".join(out)
 
 

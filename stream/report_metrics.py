@@ -28,7 +28,8 @@ Metric names (all prefixed ``dphhh_``):
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
@@ -63,26 +64,34 @@ class ReportMetrics:
         self.reports = Counter("dphhh_reports", "Reports published (read-committed)", registry=r)
         self.empty = Counter("dphhh_windows_empty", "Reports with no prefix reported", registry=r)
         self.window_end = Gauge("dphhh_report_window_end_seconds", "End of the latest reported window", registry=r)
-        self.latency = Gauge("dphhh_report_latency_seconds",
-                             "Wall time from the latest window's end to its report being readable", registry=r)
-        self.noisy_size = Gauge("dphhh_report_noisy_window_size", "Noisy number of elements of the latest window",
-                                registry=r)
-        self.noisy_rate = Gauge("dphhh_report_noisy_rate", "Noisy elements per second of the latest window",
-                                registry=r)
+        self.latency = Gauge(
+            "dphhh_report_latency_seconds",
+            "Wall time from the latest window's end to its report being readable",
+            registry=r,
+        )
+        self.noisy_size = Gauge(
+            "dphhh_report_noisy_window_size", "Noisy number of elements of the latest window", registry=r
+        )
+        self.noisy_rate = Gauge("dphhh_report_noisy_rate", "Noisy elements per second of the latest window", registry=r)
         self.epsilon = Gauge("dphhh_report_epsilon", "Epsilon spent by the latest report", registry=r)
         self.delta = Gauge("dphhh_report_delta", "Delta spent by the latest report", registry=r)
         self.epsilon_total = Counter("dphhh_epsilon_spent", "Sum of epsilon over the reports seen", registry=r)
         self.hhh = Gauge("dphhh_report_hhh", "Prefixes in the latest report", registry=r)
-        self.hhh_count = Gauge("dphhh_report_hhh_count", "Noisy count of each prefix of the latest report",
-                               ["level", "prefix"], registry=r)
+        self.hhh_count = Gauge(
+            "dphhh_report_hhh_count", "Noisy count of each prefix of the latest report", ["level", "prefix"], registry=r
+        )
         self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
-        self.broker_up = Gauge("dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it",
-                               registry=r)
-        self.reports_topic_stalled = Gauge("dphhh_reports_topic_stalled",
-                                           "1 while an open Kafka transaction has held readers of the reports "
-                                           "topic back for too long", registry=r)
-        self.connect_retries = Counter("dphhh_kafka_connect_retries",
-                                       "Failed attempts to reach the Kafka broker at start", registry=r)
+        self.broker_up = Gauge(
+            "dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it", registry=r
+        )
+        self.reports_topic_stalled = Gauge(
+            "dphhh_reports_topic_stalled",
+            "1 while an open Kafka transaction has held readers of the reports topic back for too long",
+            registry=r,
+        )
+        self.connect_retries = Counter(
+            "dphhh_kafka_connect_retries", "Failed attempts to reach the Kafka broker at start", registry=r
+        )
 
     def observe(self, report: dict[str, Any]) -> None:
         """Update every metric from one published ``dphhh.report/1`` report."""
@@ -112,7 +121,9 @@ class ReportMetrics:
         self.hhh.set(len(hhh))
         self.hhh_count.clear()
         for item in hhh:
-            self.hhh_count.labels(level=str(item.get("level")), prefix=str(item.get("prefix"))).set(item.get("count", 0))
+            self.hhh_count.labels(level=str(item.get("level")), prefix=str(item.get("prefix"))).set(
+                item.get("count", 0)
+            )
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Expose the registry on ``http://addr:port/metrics`` (a daemon thread)."""

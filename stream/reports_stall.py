@@ -16,7 +16,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 __all__ = ["stall_limit_s", "StallDetector", "ReportsStallWatch"]
 
@@ -73,10 +74,19 @@ class ReportsStallWatch(threading.Thread):
     A reading that fails (the broker away) is skipped: the job's own restarts handle the broker.
     """
 
-    def __init__(self, options: Mapping[str, Any], topic: str, limit_s: float, *, metrics: Any = None,
-                 poll_s: float = 10.0, say: Callable[[str], None] = _say,
-                 probe: Callable[[Mapping[str, Any], str], _Probe] = _default_probe,
-                 clock: Callable[[], float] = time.monotonic, who: str = "dphhh run") -> None:
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        topic: str,
+        limit_s: float,
+        *,
+        metrics: Any = None,
+        poll_s: float = 10.0,
+        say: Callable[[str], None] = _say,
+        probe: Callable[[Mapping[str, Any], str], _Probe] = _default_probe,
+        clock: Callable[[], float] = time.monotonic,
+        who: str = "dphhh run",
+    ) -> None:
         super().__init__(daemon=True, name="reports-stall-watch")
         self.options, self.topic, self.limit_s, self.who = options, topic, limit_s, who
         self.metrics, self.poll_s, self.say, self.probe, self.clock = metrics, poll_s, say, probe, clock
@@ -107,11 +117,13 @@ class ReportsStallWatch(threading.Thread):
                     held = detectors.setdefault(partition, StallDetector(self.limit_s)).observe(stable, end, now)
                     if held and partition not in self.stalled:
                         self.stalled.add(partition)
-                        self.say(f"{self.who}: warning: readers of {self.topic} (partition {partition}) have been "
-                                 f"held back by an open Kafka transaction for over {self.limit_s:.0f} s; no later "
-                                 "report is readable. If the broker was killed while committing, the transaction "
-                                 "hangs for good: see `bash deploy/kafka-transactions.sh find-hanging` and README, "
-                                 "\"Known limits\" (the reports are in the release ledger and reports file)")
+                        self.say(
+                            f"{self.who}: warning: readers of {self.topic} (partition {partition}) have been "
+                            f"held back by an open Kafka transaction for over {self.limit_s:.0f} s; no later "
+                            "report is readable. If the broker was killed while committing, the transaction "
+                            "hangs for good: see `bash deploy/kafka-transactions.sh find-hanging` and README, "
+                            '"Known limits" (the reports are in the release ledger and reports file)'
+                        )
                     elif not held and partition in self.stalled:
                         self.stalled.discard(partition)
                         self.say(f"{self.who}: readers of {self.topic} (partition {partition}) move on again")

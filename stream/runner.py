@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,14 +39,18 @@ if TYPE_CHECKING:
 __all__ = ["run_job", "run_demo", "wait_for_job", "sample_stream"]
 
 
-
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def wait_for_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None, *, what: str = "dphhh run",
-                   sleep: Callable[[float], None] = time.sleep,
-                   probe: Callable[..., None] | None = None) -> None:
+def wait_for_kafka(
+    cfg: JobConfig,
+    metrics: ReportMetrics | None = None,
+    *,
+    what: str = "dphhh run",
+    sleep: Callable[[float], None] = time.sleep,
+    probe: Callable[..., None] | None = None,
+) -> None:
     """Wait until the configured broker answers, retrying with exponential backoff (1 s, 2 s, 4 s …
     30 s), each failed attempt logged and counted (``dphhh_kafka_connect_retries_total``,
     ``dphhh_kafka_broker_up``); ``kafka.wait_s`` > 0 bounds the wait (then ``TimeoutError``).
@@ -66,10 +71,14 @@ def wait_for_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None, *, wh
                 metrics.connect_retries.inc()
             waited = time.monotonic() - started
             if limit and waited + delay > limit:
-                raise TimeoutError(f"kafka: broker {bootstrap} not reachable after {attempt} attempts in "
-                                   f"{waited:.0f} s (kafka.wait_s = {limit})") from None
-            _say(f"{what}: broker {bootstrap} not reachable (attempt {attempt}); retrying in {delay:.0f} s "
-                 "(Ctrl-C stops)")
+                raise TimeoutError(
+                    f"kafka: broker {bootstrap} not reachable after {attempt} attempts in "
+                    f"{waited:.0f} s (kafka.wait_s = {limit})"
+                ) from None
+            _say(
+                f"{what}: broker {bootstrap} not reachable (attempt {attempt}); retrying in {delay:.0f} s "
+                "(Ctrl-C stops)"
+            )
             sleep(delay)
             delay = min(delay * 2, 30.0)
             continue
@@ -80,7 +89,7 @@ def wait_for_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None, *, wh
         return
 
 
-def prepare_kafka(cfg: JobConfig, metrics: "ReportMetrics | None" = None) -> LocalBroker | None:
+def prepare_kafka(cfg: JobConfig, metrics: ReportMetrics | None = None) -> LocalBroker | None:
     """Start the local broker if the configured one is a loopback address that does not answer (and
     ``kafka.start_local_broker``), else wait for the broker (:func:`wait_for_kafka`); create the
     job's topics. Returns the broker this call started (to stop later), if any."""
@@ -135,33 +144,42 @@ def ensure_job_topics(cfg: JobConfig) -> None:
                 f"kafka: input topic {topic} stores {stored} timestamps (set by its producers); a live "
                 "job needs the broker's arrival time (LogAppendTime) to decide windows. Change it with "
                 f"`kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
-                f"{_TIMESTAMP_TYPE}=LogAppendTime`, or replay past data with window.mode = 'replay'")
-        raise ConfigError(f"kafka: topic {topic} stores {stored} timestamps; the job's output topics "
-                          f"need CreateTime (a report's timestamp is its scheduled release time); set "
-                          f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic")
+                f"{_TIMESTAMP_TYPE}=LogAppendTime`, or replay past data with window.mode = 'replay'"
+            )
+        raise ConfigError(
+            f"kafka: topic {topic} stores {stored} timestamps; the job's output topics "
+            f"need CreateTime (a report's timestamp is its scheduled release time); set "
+            f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic"
+        )
     parts = found[reports]["partitions"]
     if parts is not None and int(parts) > 1:
-        _say(f"dphhh: warning: reports topic {reports} has {parts} partitions: the job writes its reports "
-             "in window order, but readers of several partitions may see them out of order (give it one partition)")
+        _say(
+            f"dphhh: warning: reports topic {reports} has {parts} partitions: the job writes its reports "
+            "in window order, but readers of several partitions may see them out of order (give it one partition)"
+        )
     parts = found[inp]["partitions"] if inp in found else None
     if parts is not None and int(parts) < cfg["flink.parallelism"]:
-        _say(f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
-             f"{cfg['flink.parallelism']}: the job reads it with {parts} source subtask(s) (give it one partition per "
-             "subtask to use them all)")
+        _say(
+            f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
+            f"{cfg['flink.parallelism']}: the job reads it with {parts} source subtask(s) (give it one partition per "
+            "subtask to use them all)"
+        )
 
 
 def root_cause(exc: BaseException) -> str:
     """The innermost error line of a (Java or Python) job failure, for one line of output."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    found = []
+    causes = []
     for ln in lines:
         ln = ln.removeprefix("Caused by: ")
         name = ln.split(":", 1)[0]
-        if ": " in ln and name.endswith(("Error", "Exception", "Failure")) and \
-                name.replace(".", "").replace("_", "").replace("$", "").isalnum():
-            found.append(ln)
-    found = found[-1] if found else (lines[-1] if lines else type(exc).__name__)
-    return found[:500]
+        if (
+            ": " in ln
+            and name.endswith(("Error", "Exception", "Failure"))
+            and name.replace(".", "").replace("_", "").replace("$", "").isalnum()
+        ):
+            causes.append(ln)
+    return (causes[-1] if causes else (lines[-1] if lines else type(exc).__name__))[:500]
 
 
 def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
@@ -225,8 +243,14 @@ def cancel_job(client, timeout_s: float = 30.0) -> None:
 class ReportPrinter(threading.Thread):
     """Prints every committed report of the reports topic as it is published."""
 
-    def __init__(self, cfg: JobConfig, render: Callable[[dict], str], *, from_beginning: bool = True,
-                 metrics: "ReportMetrics | None" = None) -> None:
+    def __init__(
+        self,
+        cfg: JobConfig,
+        render: Callable[[dict], str],
+        *,
+        from_beginning: bool = True,
+        metrics: ReportMetrics | None = None,
+    ) -> None:
         super().__init__(daemon=True)
         self.cfg = cfg
         self.metrics = metrics
@@ -243,8 +267,13 @@ class ReportPrinter(threading.Thread):
             self.join(timeout=timeout_s)
 
     def run(self) -> None:
-        for _, value in iter_committed_values(self.cfg.kafka_client_options(), self.cfg["kafka.reports_topic"],
-                                              follow=True, from_beginning=self.from_beginning, stop=self.stop_event):
+        for _, value in iter_committed_values(
+            self.cfg.kafka_client_options(),
+            self.cfg["kafka.reports_topic"],
+            follow=True,
+            from_beginning=self.from_beginning,
+            stop=self.stop_event,
+        ):
             self.count += 1
             report = json.loads(value)
             self.latest_start = report.get("window", {}).get("start_ms", self.latest_start)
@@ -291,15 +320,26 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     prefix = f"dphhh-demo-{run_id}"
     window = 10_000
     base = (int(time.time() * 1000) // window - 8) * window  # six windows in the recent past
-    cfg = load_config(None, overrides=[
-        f"kafka.input_topic={prefix}-in", f"kafka.reports_topic={prefix}-reports",
-        f"kafka.dead_letter_topic={prefix}-dead-letter", f"kafka.group_id={prefix}",
-        "window.mode=replay", f"window.size_ms={window}", f"window.origin={base}", f"window.until={base + 6 * window}",
-        "privacy.epsilon=2", "privacy.tau=1000",
-        f"output.ledger_dir={run_dir / 'ledger'}", f"output.reports_file={run_dir / 'reports.jsonl'}",
-        f"flink.checkpoint_dir={run_dir / 'checkpoints'}", "flink.checkpoint_interval_ms=2000",
-        *overrides,
-    ])
+    cfg = load_config(
+        None,
+        overrides=[
+            f"kafka.input_topic={prefix}-in",
+            f"kafka.reports_topic={prefix}-reports",
+            f"kafka.dead_letter_topic={prefix}-dead-letter",
+            f"kafka.group_id={prefix}",
+            "window.mode=replay",
+            f"window.size_ms={window}",
+            f"window.origin={base}",
+            f"window.until={base + 6 * window}",
+            "privacy.epsilon=2",
+            "privacy.tau=1000",
+            f"output.ledger_dir={run_dir / 'ledger'}",
+            f"output.reports_file={run_dir / 'reports.jsonl'}",
+            f"flink.checkpoint_dir={run_dir / 'checkpoints'}",
+            "flink.checkpoint_interval_ms=2000",
+            *overrides,
+        ],
+    )
     started = time.monotonic()
     broker = prepare_kafka(cfg)
     printer = None
@@ -309,10 +349,14 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         for ts, value in sample_stream(window, base, capture):
             producer.send_value(value, ts)
         producer.close()
-        _say(f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
-             f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}")
-        _say("dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
-             "(window.mode = replay), every one released at the end of the input ...")
+        _say(
+            f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
+            f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}"
+        )
+        _say(
+            "dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
+            "(window.mode = replay), every one released at the end of the input ..."
+        )
         from .job import submit
         from .ledger import resolve_origin
 
@@ -324,10 +368,14 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         time.sleep(1.0)
         printer.stop()
         published, printer = printer.count, None
-        dead = sum(1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"],
-                                                    idle_timeout_s=2))
-        _say(f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "
-             f"{time.monotonic() - started:.0f} s in all; files in {run_dir}")
+        dead = sum(
+            1
+            for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"], idle_timeout_s=2)
+        )
+        _say(
+            f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "
+            f"{time.monotonic() - started:.0f} s in all; files in {run_dir}"
+        )
         return 0
     finally:
         with signals_deferred():
@@ -395,10 +443,14 @@ def describe_schedule(schedule) -> str:
     size = f"{schedule.size_ms / 1000:g} s"
     if schedule.mode == LIVE:
         end = f" until {iso_ms(schedule.until_ms)}" if schedule.until_ms is not None else ""
-        return (f"live schedule from {iso_ms(schedule.origin_ms)}{end}: a report for every {size} window at its end "
-                f"+ {schedule.grace_ms} ms (wall clock), empty windows included")
-    return (f"replay of [{iso_ms(schedule.origin_ms)}, {iso_ms(schedule.until_ms)}): {schedule.windows} windows of "
-            f"{size}, every one reported at the end of the input")
+        return (
+            f"live schedule from {iso_ms(schedule.origin_ms)}{end}: a report for every {size} window at its end "
+            f"+ {schedule.grace_ms} ms (wall clock), empty windows included"
+        )
+    return (
+        f"replay of [{iso_ms(schedule.origin_ms)}, {iso_ms(schedule.until_ms)}): {schedule.windows} windows of "
+        f"{size}, every one reported at the end of the input"
+    )
 
 
 def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
@@ -419,8 +471,10 @@ def _committed(cfg: JobConfig, window_start: int) -> bool:
     """Whether the reports topic holds a committed report of the window starting at ``window_start``."""
     from connectors.kafka_io import iter_to_end
 
-    return any(json.loads(v).get("window", {}).get("start_ms") == window_start
-               for _, _, v in iter_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"]))
+    return any(
+        json.loads(v).get("window", {}).get("start_ms") == window_start
+        for _, _, v in iter_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"])
+    )
 
 
 def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> None:
@@ -430,7 +484,9 @@ def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> Non
 
     jvm = get_gateway().jvm
     target = "file://" + str(cfg.checkpoint_path() / "savepoints")
-    future = client._j_job_client.stopWithSavepoint(False, target, jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL)
+    future = client._j_job_client.stopWithSavepoint(
+        False, target, jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
+    )
     future.get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
 
 
@@ -460,35 +516,58 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         ledger = ReleaseLedger(cfg["output.ledger_dir"])
         released = ledger.windows()
         marker = ledger.directory / SCHEDULE_ENDED
-        if schedule.mode == LIVE and schedule.until_ms is not None and schedule.last_window in released \
-                and not marker.exists() and _committed(cfg, schedule.last_window):
+        if (
+            schedule.mode == LIVE
+            and schedule.until_ms is not None
+            and schedule.last_window in released
+            and not marker.exists()
+            and _committed(cfg, schedule.last_window)
+        ):
             marker.write_text(f"{schedule.until_ms}\n")  # stopped after the last commit, before the marker
-        if schedule.mode == LIVE and schedule.until_ms is not None and marker.exists() \
-                and int(marker.read_text().strip() or 0) >= schedule.until_ms:
-            _say(f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until), every "
-                 "report committed: nothing left to do")
+        if (
+            schedule.mode == LIVE
+            and schedule.until_ms is not None
+            and marker.exists()
+            and int(marker.read_text().strip() or 0) >= schedule.until_ms
+        ):
+            _say(
+                f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until), every "
+                "report committed: nothing left to do"
+            )
             return 0
         backlog = windows_due(schedule, released, int(time.time() * 1000))
         if backlog > 1000:
-            _say(f"dphhh run: warning: {backlog} windows of this deployment's schedule are past due since its last "
-                 "report: each gets its report now, empty or not (a new output.ledger_dir, or window.origin, starts "
-                 "a new schedule)")
+            _say(
+                f"dphhh run: warning: {backlog} windows of this deployment's schedule are past due since its last "
+                "report: each gets its report now, empty or not (a new output.ledger_dir, or window.origin, starts "
+                "a new schedule)"
+            )
         if feed:
             producer = threading.Thread(target=feed_forever, args=(cfg, stop, rate, 1000), daemon=True)
             producer.start()
-            _say(f"dphhh run: feeding the bundled capture and a synthetic stream into "
-                 f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s")
+            _say(
+                f"dphhh run: feeding the bundled capture and a synthetic stream into "
+                f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s"
+            )
         resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
         if resume is not None:
-            _say(f"dphhh run: resuming from {resume.parent.name}/{resume.name}, the newest checkpoint of this "
-                 f"deployment (flink.resume = latest)")
+            _say(
+                f"dphhh run: resuming from {resume.parent.name}/{resume.name}, the newest checkpoint of this "
+                f"deployment (flink.resume = latest)"
+            )
         client = submit(cfg, run_dir, resume)
-        _say(f"dphhh run: job submitted; {describe_schedule(schedule)} (Ctrl-C stops)"
-             + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else ""))
+        _say(
+            f"dphhh run: job submitted; {describe_schedule(schedule)} (Ctrl-C stops)"
+            + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else "")
+        )
         printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
-        stall_watch = ReportsStallWatch(cfg.kafka_client_options(), cfg["kafka.reports_topic"],
-                                        stall_limit_s(cfg["flink.checkpoint_interval_ms"]), metrics=metrics)
+        stall_watch = ReportsStallWatch(
+            cfg.kafka_client_options(),
+            cfg["kafka.reports_topic"],
+            stall_limit_s(cfg["flink.checkpoint_interval_ms"]),
+            metrics=metrics,
+        )
         stall_watch.start()
         fatal = run_dir / FATAL_FILE
         ending = schedule.mode == LIVE and schedule.until_ms is not None
@@ -510,8 +589,10 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
                 try:
                     stop_with_savepoint(client, cfg)
                 except Exception as exc:  # the job keeps its checkpoints: a new run resumes and stops again
-                    raise JobFailed(f"the final savepoint failed ({root_cause(exc)}); start the job again: it "
-                                    "resumes from its newest checkpoint") from None
+                    raise JobFailed(
+                        f"the final savepoint failed ({root_cause(exc)}); start the job again: it "
+                        "resumes from its newest checkpoint"
+                    ) from None
                 marker.write_text(f"{schedule.until_ms}\n")
 
         try:
@@ -520,8 +601,10 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
             return 130
         except JobFailed as exc:
             _say(f"dphhh run: error: {exc}")
-            _say("dphhh run: reports published so far are intact; fix the cause and start again (it resumes "
-                 "from the newest checkpoint)")
+            _say(
+                "dphhh run: reports published so far are intact; fix the cause and start again (it resumes "
+                "from the newest checkpoint)"
+            )
             return 1
         return 0
     finally:

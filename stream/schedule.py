@@ -29,7 +29,7 @@ Rejected elements go to the dead-letter topic with one of :data:`ELEMENT_REASONS
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -47,7 +47,7 @@ _ACCEPTED = -1  # reason code of a counted element
 
 def iso_ms(ms: int) -> str:
     """``ms`` (epoch milliseconds) as ISO-8601 UTC with milliseconds."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,19 @@ class ReleaseSchedule:
         if self.mode not in MODES:
             raise ValueError(f"ReleaseSchedule: mode must be 'live' or 'replay', got {self.mode!r}")
         if not isinstance(self.origin_ms, int) or self.origin_ms % self.size_ms:
-            raise ValueError(f"ReleaseSchedule: origin_ms must be a window boundary (a multiple of size_ms = "
-                             f"{self.size_ms}), got {self.origin_ms!r}")
+            raise ValueError(
+                f"ReleaseSchedule: origin_ms must be a window boundary (a multiple of size_ms = "
+                f"{self.size_ms}), got {self.origin_ms!r}"
+            )
         if self.until_ms is None:
             if self.mode == REPLAY:
                 raise ValueError("ReleaseSchedule: a replay needs until_ms (the end of its public range)")
             return
         if not isinstance(self.until_ms, int) or self.until_ms % self.size_ms or self.until_ms <= self.origin_ms:
-            raise ValueError(f"ReleaseSchedule: until_ms must be a window boundary after origin_ms = {self.origin_ms}, "
-                             f"got {self.until_ms!r}")
+            raise ValueError(
+                f"ReleaseSchedule: until_ms must be a window boundary after origin_ms = {self.origin_ms}, "
+                f"got {self.until_ms!r}"
+            )
 
     # --- windows -------------------------------------------------------------------------------
 
@@ -119,8 +123,15 @@ class ReleaseSchedule:
     def describe(self, start: int) -> dict[str, object]:
         """The report's ``window`` block: boundaries and scheduled release time (all public)."""
         end, release = start + self.size_ms, self.release_time(start)
-        return {"kind": "tumbling", "start_ms": start, "end_ms": end, "start": iso_ms(start), "end": iso_ms(end),
-                "release_ms": release, "release": iso_ms(release)}
+        return {
+            "kind": "tumbling",
+            "start_ms": start,
+            "end_ms": end,
+            "start": iso_ms(start),
+            "end": iso_ms(end),
+            "release_ms": release,
+            "release": iso_ms(release),
+        }
 
     # --- acceptance ------------------------------------------------------------------------------
 

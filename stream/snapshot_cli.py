@@ -43,8 +43,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,9 +60,9 @@ SCHEMA = "dphhh.snapshot/1"
 OUT_OF_DOMAIN = {
     "lue": "dropped without being counted: range counts are over the records inside --domain",
     "ahead": "clamped to the nearest bound of each column's --domain (as an LDP client would before "
-             "perturbing), without being counted: fractions are over all records",
+    "perturbing), without being counted: fractions are over all records",
     "inftda": "path hierarchies: paths not in the public --domain list are dropped without being counted; "
-              "IPv4: every address is in the domain",
+    "IPv4: every address is in the domain",
     "hhh": "none: the domain is every IPv4 address or every path of the hierarchy's depth",
 }
 
@@ -84,8 +85,9 @@ class _Progress:
         if now - self.started > 1.0 and (now - self.last > 1.0 or fraction >= 1.0):
             self.last = now
             self.shown = True
-            print(f"\rdphhh snapshot: reading {self.what}: {100 * fraction:5.1f} %", end="", file=sys.stderr,
-                  flush=True)
+            print(
+                f"\rdphhh snapshot: reading {self.what}: {100 * fraction:5.1f} %", end="", file=sys.stderr, flush=True
+            )
 
     def done(self) -> None:
         if self.shown:
@@ -130,12 +132,25 @@ def read_ranges(path: str, where: str = "--queries") -> list[tuple[str, float]]:
 
 def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="snapshot file: text, pcap, pcapng, csv or jsonl")
-    p.add_argument("--input-format", default="auto", choices=SNAPSHOT_FORMATS,
-                   help="default: .csv/.jsonl by extension, else detected (pcap, pcapng, text)")
-    p.add_argument("--column", action="append", default=[], metavar="NAME",
-                   help="csv/jsonl: the column (field) holding the values; repeat for 2-D")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed the noise (tests and experiments only: the output is then NOT private)")
+    p.add_argument(
+        "--input-format",
+        default="auto",
+        choices=SNAPSHOT_FORMATS,
+        help="default: .csv/.jsonl by extension, else detected (pcap, pcapng, text)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="csv/jsonl: the column (field) holding the values; repeat for 2-D",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the noise (tests and experiments only: the output is then NOT private)",
+    )
 
 
 def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
@@ -145,35 +160,54 @@ def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
         p.add_argument("--delta", type=float, required=True, help="privacy parameter δ (0 < δ < 1)")
 
 
-_COUNTS_NOTE = ("The output holds no count of records; unparsable rows are counted on one stderr line "
-                "labelled 'operational, not private'; valid records of another kind (e.g. an IPv6 address where "
-                "IPv4 is read) are left out, uncounted. Exit status 1 when no value is readable, 2 for a usage "
-                "error.")
+_COUNTS_NOTE = (
+    "The output holds no count of records; unparsable rows are counted on one stderr line "
+    "labelled 'operational, not private'; valid records of another kind (e.g. an IPv6 address where "
+    "IPv4 is read) are left out, uncounted. Exit status 1 when no value is readable, 2 for a usage "
+    "error."
+)
 
 
 def add_snapshot_parser(sub) -> None:
     """The ``snapshot`` subcommand and its four modules."""
-    snap = sub.add_parser("snapshot", help="private answers over one snapshot file (offline modules)",
-                          description="Private answers over one snapshot file (offline modules). Out-of-domain "
-                                      "values: lue drops them, ahead clamps them to the nearest bound, inftda "
-                                      "drops paths outside its --domain list, hhh has none; none is counted. "
-                                      + _COUNTS_NOTE)
+    snap = sub.add_parser(
+        "snapshot",
+        help="private answers over one snapshot file (offline modules)",
+        description="Private answers over one snapshot file (offline modules). Out-of-domain "
+        "values: lue drops them, ahead clamps them to the nearest bound, inftda "
+        "drops paths outside its --domain list, hhh has none; none is counted. " + _COUNTS_NOTE,
+    )
     mods = snap.add_subparsers(dest="module", required=True, metavar="MODULE")
 
-    p = mods.add_parser("lue", help="LUE-DPTree: private range counts over an integer attribute (ε-DP)",
-                        description="LUE-DPTree: private range counts over an integer attribute (ε-DP). "
-                                    "Out-of-domain values: " + OUT_OF_DOMAIN["lue"] + ". " + _COUNTS_NOTE)
+    p = mods.add_parser(
+        "lue",
+        help="LUE-DPTree: private range counts over an integer attribute (ε-DP)",
+        description="LUE-DPTree: private range counts over an integer attribute (ε-DP). "
+        "Out-of-domain values: " + OUT_OF_DOMAIN["lue"] + ". " + _COUNTS_NOTE,
+    )
     _common(p, delta=False)
-    p.add_argument("--domain", required=True, metavar="LO:HI",
-                   help="the public value domain, e.g. 0:65535 (values outside it are dropped, uncounted)")
+    p.add_argument(
+        "--domain",
+        required=True,
+        metavar="LO:HI",
+        help="the public value domain, e.g. 0:65535 (values outside it are dropped, uncounted)",
+    )
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--fanout", type=int, default=None, help="complete tree of this fan-out (default 16)")
     shape.add_argument("--fanouts", default=None, metavar="F1,F2,...", help="fan-out per level from the root")
-    p.add_argument("--budgets", choices=("optimal", "uniform"), default="optimal",
-                   help="per-node budgets (default optimal for the query workload)")
+    p.add_argument(
+        "--budgets",
+        choices=("optimal", "uniform"),
+        default="optimal",
+        help="per-node budgets (default optimal for the query workload)",
+    )
     p.add_argument("--no-blue", action="store_true", help="skip BLUE consistency (answer from raw noisy nodes)")
-    p.add_argument("--workload", default=None, metavar="FILE",
-                   help="public query distribution for the budgets: lines a:b[,weight] (default: all ranges)")
+    p.add_argument(
+        "--workload",
+        default=None,
+        metavar="FILE",
+        help="public query distribution for the budgets: lines a:b[,weight] (default: all ranges)",
+    )
     _range_options(p)
     _add_inftda(mods)
     _add_hhh(mods)
@@ -181,61 +215,103 @@ def add_snapshot_parser(sub) -> None:
 
 
 def _add_inftda(mods) -> None:
-    p = mods.add_parser("inftda", help="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ))",
-                        description="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ)). "
-                                    "Out-of-domain values: " + OUT_OF_DOMAIN["inftda"] + ". Under "
-                                    "--neighbours substitution the total of in-domain records is released "
-                                    "exactly (that relation treats it as public). " + _COUNTS_NOTE)
+    p = mods.add_parser(
+        "inftda",
+        help="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ))",
+        description="InfTDA: consistent integer counts of every prefix (zCDP → (ε, δ)). "
+        "Out-of-domain values: " + OUT_OF_DOMAIN["inftda"] + ". Under "
+        "--neighbours substitution the total of in-domain records is released "
+        "exactly (that relation treats it as public). " + _COUNTS_NOTE,
+    )
     _input_options(p)
-    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)")
+    p.add_argument(
+        "--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)"
+    )
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, help="final ε (with --delta); converted to ρ")
     budget.add_argument("--rho", type=float, help="zCDP budget ρ (with --delta for the stated ε)")
     p.add_argument("--delta", type=float, required=True, help="δ of the (ε, δ) statement (0 < δ < 1)")
-    p.add_argument("--neighbours", choices=("add_remove", "substitution"), default="add_remove",
-                   help="neighbouring relation (default add_remove: the total is noised too)")
-    p.add_argument("--contribution", type=int, default=1,
-                   help="m: the most distinct elements one user contributes (the caller guarantees it)")
-    p.add_argument("--domain", default=None, metavar="FILE",
-                   help="path hierarchies: the PUBLIC list of every possible path, one per line "
-                        "(input paths not in it are dropped, uncounted)")
+    p.add_argument(
+        "--neighbours",
+        choices=("add_remove", "substitution"),
+        default="add_remove",
+        help="neighbouring relation (default add_remove: the total is noised too)",
+    )
+    p.add_argument(
+        "--contribution",
+        type=int,
+        default=1,
+        help="m: the most distinct elements one user contributes (the caller guarantees it)",
+    )
+    p.add_argument(
+        "--domain",
+        default=None,
+        metavar="FILE",
+        help="path hierarchies: the PUBLIC list of every possible path, one per line "
+        "(input paths not in it are dropped, uncounted)",
+    )
 
 
 def _add_hhh(mods) -> None:
-    p = mods.add_parser("hhh", help="hierarchical heavy hitters of a snapshot: Algorithm 1 or the "
-                                    "stability-histogram baseline, chosen by the planner",
-                        description="Hierarchical heavy hitters of a snapshot: Algorithm 1 or the "
-                                    "stability-histogram baseline, chosen by the planner. Out-of-domain "
-                                    "values: " + OUT_OF_DOMAIN["hhh"] + " (paths of another depth are left "
-                                    "out, uncounted). " + _COUNTS_NOTE)
+    p = mods.add_parser(
+        "hhh",
+        help="hierarchical heavy hitters of a snapshot: Algorithm 1 or the "
+        "stability-histogram baseline, chosen by the planner",
+        description="Hierarchical heavy hitters of a snapshot: Algorithm 1 or the "
+        "stability-histogram baseline, chosen by the planner. Out-of-domain "
+        "values: " + OUT_OF_DOMAIN["hhh"] + " (paths of another depth are left "
+        "out, uncounted). " + _COUNTS_NOTE,
+    )
     _common(p)
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH")
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
     p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
-    p.add_argument("--algorithm", choices=("auto", "algorithm1", "baseline"), default="auto",
-                   help="auto (default): the planner's choice; algorithm1 refuses a tau below its guard")
-    p.add_argument("--expected-n", type=int, default=None, metavar="N",
-                   help="a PUBLIC estimate of the number of records, for the planner (auto mode)")
+    p.add_argument(
+        "--algorithm",
+        choices=("auto", "algorithm1", "baseline"),
+        default="auto",
+        help="auto (default): the planner's choice; algorithm1 refuses a tau below its guard",
+    )
+    p.add_argument(
+        "--expected-n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a PUBLIC estimate of the number of records, for the planner (auto mode)",
+    )
 
 
 def _add_ahead(mods) -> None:
-    p = mods.add_parser("ahead", help="AHEAD: range queries under LOCAL DP (each record perturbed as its user "
-                                      "would), 1-D, 2-D, or more columns by LLE",
-                        description="AHEAD: range queries under LOCAL DP (each record perturbed as its user "
-                                    "would). Out-of-domain values: " + OUT_OF_DOMAIN["ahead"] + ". The user "
-                                    "counts of the mechanism's summary are left out. " + _COUNTS_NOTE)
+    p = mods.add_parser(
+        "ahead",
+        help="AHEAD: range queries under LOCAL DP (each record perturbed as its user "
+        "would), 1-D, 2-D, or more columns by LLE",
+        description="AHEAD: range queries under LOCAL DP (each record perturbed as its user "
+        "would). Out-of-domain values: " + OUT_OF_DOMAIN["ahead"] + ". The user "
+        "counts of the mechanism's summary are left out. " + _COUNTS_NOTE,
+    )
     _common(p, delta=False)
-    p.add_argument("--domain", action="append", default=[], metavar="LO:HI",
-                   help="the public domain of each column (repeat per column, in --column order); values "
-                        "outside it are clamped to the nearest bound, uncounted")
+    p.add_argument(
+        "--domain",
+        action="append",
+        default=[],
+        metavar="LO:HI",
+        help="the public domain of each column (repeat per column, in --column order); values "
+        "outside it are clamped to the nearest bound, uncounted",
+    )
     p.add_argument("--branching", type=int, default=2, help="fan-out per dimension (default 2: B=2 in 1-D, 4 in 2-D)")
-    p.add_argument("--oracle", choices=("auto", "oue", "grr"), default="auto",
-                   help="frequency oracle (default auto: GRR on small decompositions, else OUE)")
+    p.add_argument(
+        "--oracle",
+        choices=("auto", "oue", "grr"),
+        default="auto",
+        help="frequency oracle (default auto: GRR on small decompositions, else OUE)",
+    )
     _range_options(p, "A:B[,C:D...]", "answer this range (a box: one a:b per column, comma-separated); repeatable")
 
 
-def _range_options(p: argparse.ArgumentParser, metavar: str = "A:B",
-                   help_text: str = "answer this range (repeatable)") -> None:
+def _range_options(
+    p: argparse.ArgumentParser, metavar: str = "A:B", help_text: str = "answer this range (repeatable)"
+) -> None:
     p.add_argument("--query", action="append", default=[], metavar=metavar, help=help_text)
     p.add_argument("--queries", default=None, metavar="FILE", help="answer every range in FILE (one per line)")
 
@@ -259,8 +335,9 @@ def _read(args: argparse.Namespace, kind: str, **kw: Any) -> SnapshotValues:
     input without a readable value (:class:`NoReadableInput`, exit 1, no count in the message)."""
     progress = _Progress(args.input)
     try:
-        snapshot = read_snapshot(args.input, kind=kind, input_format=args.input_format, columns=args.column,
-                                 progress=progress, **kw)
+        snapshot = read_snapshot(
+            args.input, kind=kind, input_format=args.input_format, columns=args.column, progress=progress, **kw
+        )
     finally:
         progress.done()
     line = snapshot.skips.operational_line(f"dphhh snapshot {args.module}")
@@ -279,8 +356,13 @@ def _domain(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _envelope(args: argparse.Namespace, snapshot: SnapshotValues, result: dict[str, Any],
-              budget: dict[str, Any], answers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _envelope(
+    args: argparse.Namespace,
+    snapshot: SnapshotValues,
+    result: dict[str, Any],
+    budget: dict[str, Any],
+    answers: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     out = {
         "schema": SCHEMA,
         "module": args.module,
@@ -288,7 +370,8 @@ def _envelope(args: argparse.Namespace, snapshot: SnapshotValues, result: dict[s
         "params": result.get("params"),
         "guarantees": result.get("guarantee"),
         "budget": budget,
-        "randomness": "secure (os.urandom)" if args.seed is None
+        "randomness": "secure (os.urandom)"
+        if args.seed is None
         else f"seeded ({args.seed}): reproducible and NOT private",
         "result": result,
     }
@@ -353,8 +436,12 @@ def _run_lue(args: argparse.Namespace) -> dict[str, Any]:
         if a < lo or b > hi:
             raise ValueError(f"--query: range {text} is outside the domain {lo}:{hi}")
         answers.append({"range": f"{a}:{b}", "estimate": float(result.answer(a - lo + 1, b - lo + 1))})
-    budget = {"epsilon": params.epsilon, "delta": 0.0, "mechanism": "LUE-DPTree (Laplace per tree node)",
-              "neighbours": "add or remove one element"}
+    budget = {
+        "epsilon": params.epsilon,
+        "delta": 0.0,
+        "mechanism": "LUE-DPTree (Laplace per tree node)",
+        "neighbours": "add or remove one element",
+    }
     return _envelope(args, snapshot, result.to_dict(), budget, answers)
 
 
@@ -363,31 +450,43 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
     from sketches.hierarchy import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
-    params = InfTDAParams(epsilon=args.epsilon, delta=args.delta, rho=args.rho, neighbours=args.neighbours,
-                          contribution=args.contribution)
+    params = InfTDAParams(
+        epsilon=args.epsilon, delta=args.delta, rho=args.rho, neighbours=args.neighbours, contribution=args.contribution
+    )
     domain = None
     if hierarchy.kind == "path":
         if not args.domain:
-            raise ValueError("--domain: a path hierarchy needs the public list of possible paths (--domain FILE); "
-                             "the paths seen in the data cannot be used as the domain")
+            raise ValueError(
+                "--domain: a path hierarchy needs the public list of possible paths (--domain FILE); "
+                "the paths seen in the data cannot be used as the domain"
+            )
         domain_paths = read_snapshot(args.domain, kind="path", input_format="text", path_depth=hierarchy.h).values
         domain = PathDomain.from_paths(domain_paths)
     elif args.domain:
         raise ValueError("--domain applies to path hierarchies only")
-    snapshot = _read(args, "path" if hierarchy.kind == "path" else "ipv4",
-                     **({"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}))
+    snapshot = _read(
+        args,
+        "path" if hierarchy.kind == "path" else "ipv4",
+        **({"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}),
+    )
     values = snapshot.values
     if domain is not None:  # out-of-domain paths are dropped, not counted
         values = [v for v in values if domain.contains(v)]
+
     def level_progress(level: int, h: int, draws: int) -> None:
-        print(f"dphhh snapshot inftda: level {level}/{h}: noising {draws:,} child counts ...", file=sys.stderr,
-              flush=True)
+        print(
+            f"dphhh snapshot inftda: level {level}/{h}: noising {draws:,} child counts ...", file=sys.stderr, flush=True
+        )
 
     result = inftda(values, hierarchy, params, domain=domain, rng=args.seed, progress=level_progress)
     g = result.guarantee()
-    budget = {"epsilon": g.get("epsilon"), "delta": g.get("delta"), "rho": g.get("rho"),
-              "mechanism": "InfTDA (discrete Gaussian per level, TopDown with IntOPT)",
-              "neighbours": g.get("neighbours")}
+    budget = {
+        "epsilon": g.get("epsilon"),
+        "delta": g.get("delta"),
+        "rho": g.get("rho"),
+        "mechanism": "InfTDA (discrete Gaussian per level, TopDown with IntOPT)",
+        "neighbours": g.get("neighbours"),
+    }
     return _envelope(args, snapshot, result.to_dict(), budget)
 
 
@@ -405,11 +504,15 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
         min_tau = algorithm1_min_tau(hierarchy.h, args.epsilon, args.delta, args.beta)
         if args.tau < min_tau:
             choice = "baseline"
-            reason = (f"Algorithm 1 refuses tau below its guard ({min_tau:.0f} for h={hierarchy.h}, "
-                      f"epsilon={args.epsilon:g}, delta={args.delta:g}): the stability-histogram baseline runs")
+            reason = (
+                f"Algorithm 1 refuses tau below its guard ({min_tau:.0f} for h={hierarchy.h}, "
+                f"epsilon={args.epsilon:g}, delta={args.delta:g}): the stability-histogram baseline runs"
+            )
         elif args.expected_n is None:
-            raise ValueError("--expected-n: the planner needs a public estimate of the number of records when "
-                             "tau allows Algorithm 1; give --expected-n N or choose --algorithm")
+            raise ValueError(
+                "--expected-n: the planner needs a public estimate of the number of records when "
+                "tau allows Algorithm 1; give --expected-n N or choose --algorithm"
+            )
         else:
             plan = plan_offline_hhh(hierarchy.h, args.tau, args.epsilon, args.delta, args.expected_n, args.beta)
             choice, reason = plan.choice, plan.reason
@@ -425,8 +528,12 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
     out = result.to_dict()
     if plan is not None:
         out["plan"] = plan.to_dict()
-    budget = {"epsilon": params.epsilon, "delta": params.delta, "mechanism": out.get("algorithm", choice),
-              "neighbours": "add or remove one element"}
+    budget = {
+        "epsilon": params.epsilon,
+        "delta": params.delta,
+        "mechanism": out.get("algorithm", choice),
+        "neighbours": "add or remove one element",
+    }
     return _envelope(args, snapshot, out, budget)
 
 
@@ -445,8 +552,11 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
     values = _clamp(np.asarray(snapshot.values, dtype=np.int64), lows, highs)
     sizes = [hi - lo + 1 for lo, hi in bounds]
     shifted = values - lows
-    estimator = (ahead_lle(shifted, sizes, params, rng=args.seed) if dims > 2
-                 else ahead_nd(shifted, sizes, params, rng=args.seed))
+    estimator = (
+        ahead_lle(shifted, sizes, params, rng=args.seed)
+        if dims > 2
+        else ahead_nd(shifted, sizes, params, rng=args.seed)
+    )
     answers = []
     for text in _queries(args):
         parts = [parse_range(part) for part in text.split(",")]
@@ -456,10 +566,14 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
             if a < lo or b > hi:
                 raise ValueError(f"--query: range {a}:{b} is outside the domain {lo}:{hi}")
         local = [(a - lo, b - lo) for (a, b), (lo, _) in zip(parts, bounds)]
-        fraction = estimator.answer(*local[0]) if dims == 1 else estimator.answer(*local)
+        fraction = estimator.answer(*local)  # 1-D too: answer((lo, hi)) is answer(lo, hi)
         answers.append({"range": text, "fraction": float(fraction)})
-    budget = {"epsilon": params.epsilon, "delta": 0.0, "mechanism": "AHEAD (local DP frequency oracles)",
-              "neighbours": "local DP: any two values of one user (each record is one user's single report)"}
+    budget = {
+        "epsilon": params.epsilon,
+        "delta": 0.0,
+        "mechanism": "AHEAD (local DP frequency oracles)",
+        "neighbours": "local DP: any two values of one user (each record is one user's single report)",
+    }
     result = estimator.to_dict()
     if "summary" in result:
         result["summary"] = _without_user_counts(result["summary"])
@@ -467,7 +581,11 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "lue": _run_lue, "inftda": _run_inftda, "hhh": _run_hhh, "ahead": _run_ahead}
+    "lue": _run_lue,
+    "inftda": _run_inftda,
+    "hhh": _run_hhh,
+    "ahead": _run_ahead,
+}
 
 
 def run_snapshot(args: argparse.Namespace, out=None) -> int:
@@ -475,8 +593,9 @@ def run_snapshot(args: argparse.Namespace, out=None) -> int:
     started = time.monotonic()
     doc = RUNNERS[args.module](args)
     if args.seed is not None:
-        print(f"dphhh snapshot {args.module}: warning: --seed makes the noise reproducible: NOT private",
-              file=sys.stderr)
+        print(
+            f"dphhh snapshot {args.module}: warning: --seed makes the noise reproducible: NOT private", file=sys.stderr
+        )
     print(json.dumps(doc, indent=2), file=out or sys.stdout)
     print(f"dphhh snapshot {args.module}: done in {time.monotonic() - started:.2f} s", file=sys.stderr)
     return 0

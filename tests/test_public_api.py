@@ -34,13 +34,12 @@ def _package_modules(package: str) -> list[str]:
 
 def test_headline_names_import_from_the_packages() -> None:
     """``from sketches import MisraGries; from privacy import release_level, release_window, HHHParams``."""
-    from privacy import HHHParams, release_level, release_window
-    from sketches import MisraGries
-
     import privacy.params
     import privacy.release
     import privacy.window
     import sketches.misra_gries
+    from privacy import HHHParams, release_level, release_window
+    from sketches import MisraGries
 
     assert MisraGries is sketches.misra_gries.MisraGries
     assert release_level is privacy.release.release_level
@@ -55,11 +54,28 @@ def test_required_names_are_exported() -> None:
     """The names the issue asks for are in each package's ``__all__``."""
     required = {
         "sketches": {"MisraGries", "IPv4Hierarchy", "IPv6Hierarchy", "PathHierarchy", "LevelSketches", "exact_hhh"},
-        "privacy": {"HHHParams", "PrivacyBudget", "release_level", "release_window", "extract_hhh", "PrivacyUnit",
-                    "WindowCalibration", "make_plan", "PlanInputs", "RandomSource", "SecureRandomSource",
-                    "SeededRandomSource"},
-        "privacy.offline": {"algorithm1_hhh", "stability_histogram_hhh", "plan_offline_hhh", "inftda_from_counts",
-                            "ahead_1d", "lue_dptree_counts"},
+        "privacy": {
+            "HHHParams",
+            "PrivacyBudget",
+            "release_level",
+            "release_window",
+            "extract_hhh",
+            "PrivacyUnit",
+            "WindowCalibration",
+            "make_plan",
+            "PlanInputs",
+            "RandomSource",
+            "SecureRandomSource",
+            "SeededRandomSource",
+        },
+        "privacy.offline": {
+            "algorithm1_hhh",
+            "stability_histogram_hhh",
+            "plan_offline_hhh",
+            "inftda_from_counts",
+            "ahead_1d",
+            "lue_dptree_counts",
+        },
         "connectors": {"open_input", "iter_capture_sources", "iter_text_lines", "FlowJsonDecoder", "MessageDecoder"},
     }
     for package, names in required.items():

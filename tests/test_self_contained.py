@@ -17,10 +17,15 @@ import pytest
 from stream.paths import CAPTURES, ROOT, data_dir
 
 assert ROOT is not None, "these checks run from a checkout"
-SOURCES = [p for top in ("sketches", "privacy", "connectors", "stream", "tests", "benchmarks", "deploy", "docs", ".ci")
-           for p in (ROOT / top).rglob("*")
-           if p.is_file() and p.suffix in {".py", ".sh", ".md", ".java", ".toml", ".properties", ".yml", ".yaml", ""}
-           and "__pycache__" not in p.parts and "jars" not in p.parts]
+SOURCES = [
+    p
+    for top in ("sketches", "privacy", "connectors", "stream", "tests", "benchmarks", "deploy", "docs", ".ci")
+    for p in (ROOT / top).rglob("*")
+    if p.is_file()
+    and p.suffix in {".py", ".sh", ".md", ".java", ".toml", ".properties", ".yml", ".yaml", ""}
+    and "__pycache__" not in p.parts
+    and "jars" not in p.parts
+]
 SOURCES += [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "dphhh"]
 THIS = Path(__file__).resolve()
 CITATION = re.compile(r'ALGORITHMS\.md §(\d+(?:\.\d+)?)(?: "([^"]+)")?')
@@ -32,9 +37,13 @@ def _text(path: Path) -> str:
 
 def test_nothing_refers_outside_the_checkout() -> None:
     outside = re.compile(r"\.\./shared|shared/design|shared/data|DPHHH_SHARED|parents\[[3-9]\]")
-    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
-             for p in SOURCES if p.resolve() != THIS
-             for n, line in enumerate(_text(p).splitlines(), start=1) if outside.search(line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in SOURCES
+        if p.resolve() != THIS
+        for n, line in enumerate(_text(p).splitlines(), start=1)
+        if outside.search(line)
+    ]
     assert not found, "references outside the repository:\n" + "\n".join(found)
 
 
@@ -59,7 +68,10 @@ def test_every_cited_section_exists() -> None:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_bundled_captures_are_the_credited_files(name: str) -> None:
-    credited = dict(reversed(line.split()) for line in _text(ROOT / "data" / "README.md").splitlines()
-                    if re.fullmatch(r"[0-9a-f]{64}  pcaps/\S+", line))
+    credited = dict(
+        reversed(line.split())
+        for line in _text(ROOT / "data" / "README.md").splitlines()
+        if re.fullmatch(r"[0-9a-f]{64}  pcaps/\S+", line)
+    )
     path = data_dir() / "pcaps" / name
     assert hashlib.sha256(path.read_bytes()).hexdigest() == credited[f"pcaps/{name}"]

@@ -32,6 +32,9 @@ and ``privacy.offline.lue_dptree.lue_dptree(values, …)`` (or the re-exported
 :func:`inftda_from_counts` / :func:`lue_dptree_counts`, which take exact counts).
 """
 
+from .ahead import AheadParams, LleEstimator, RangeEstimator, ahead_1d, ahead_2d, ahead_lle, ahead_nd
+from .hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_min_tau
+from .hhh_baseline import BaselineScales, stability_histogram_hhh
 from .hhh_offline import (
     HierarchyCounts,
     LevelCounts,
@@ -40,12 +43,10 @@ from .hhh_offline import (
     OfflineHHHResult,
     count_hierarchy,
 )
-from .hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_min_tau
-from .hhh_baseline import BaselineScales, stability_histogram_hhh
 from .hhh_planner import OfflinePlan, PredictedErrors, plan_offline_hhh
-from .intopt import int_opt
-from .zcdp import epsilon_from_rho, rho_from_epsilon_delta
 from .inftda import InfTDACalibration, InfTDAParams, InfTDAResult, PathDomain, inftda_from_counts
+from .interval_tree import IntervalTree
+from .intopt import int_opt
 from .ldp import (
     ORACLES,
     aggregate_grr,
@@ -56,10 +57,9 @@ from .ldp import (
     perturb_oue,
     perturb_oue_batch,
 )
-from .ahead import AheadParams, LleEstimator, RangeEstimator, ahead_1d, ahead_2d, ahead_lle, ahead_nd
-from .range_baselines import HioParams, UniformEstimator, hio, uniform_guess
-from .interval_tree import IntervalTree
 from .lue_dptree import LueParams, LueResult, Workload, lue_dptree_counts
+from .range_baselines import HioParams, UniformEstimator, hio, uniform_guess
+from .zcdp import epsilon_from_rho, rho_from_epsilon_delta
 
 __all__ = [
     # offline DP-HHH (Algorithm 1, the baseline, the planner)

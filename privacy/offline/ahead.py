@@ -43,13 +43,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from privacy.noise import uniform01
 from privacy.offline.ldp import (
+    Oracle,
+    Sampling,
     estimate_frequencies,
     grr_variance,
     oue_variance,
@@ -92,8 +95,8 @@ class AheadParams:
 
     epsilon: float
     branching: int = 2
-    oracle: str = "auto"
-    sampling: str = "per_user"
+    oracle: Literal["auto", "oue", "grr"] = "auto"
+    sampling: Sampling = "per_user"
 
     def __post_init__(self) -> None:
         owner = "AheadParams"
@@ -130,8 +133,9 @@ def norm_sub(estimates: np.ndarray) -> np.ndarray:
             return f
 
 
-def weighted_average(own: np.ndarray, own_var: np.ndarray | float, children_sum: np.ndarray,
-                     children_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def weighted_average(
+    own: np.ndarray, own_var: np.ndarray | float, children_sum: np.ndarray, children_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Inverse-variance combination of a node's estimate with the sum of its children.
 
     Returns ``(λ1·own + λ2·children_sum, V_own·V_children/(V_own + V_children))`` with
@@ -168,8 +172,15 @@ class RangeEstimator:
     :func:`ahead_nd` and the HIO baseline.
     """
 
-    def __init__(self, algorithm: str, params: dict[str, Any], domain_sizes: Sequence[int],
-                 branching: int, levels: list[np.ndarray], summary: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        algorithm: str,
+        params: dict[str, Any],
+        domain_sizes: Sequence[int],
+        branching: int,
+        levels: list[np.ndarray],
+        summary: dict[str, Any],
+    ) -> None:
         self.algorithm = algorithm
         self.params = params
         self.domain_sizes = tuple(int(d) for d in domain_sizes)
@@ -251,7 +262,8 @@ class RangeEstimator:
             if block is not None:
                 for index in itertools.product(*(range(a, b) for a, b in block)):
                     inside_parent = parent is not None and all(
-                        pa <= i // self.branching < pb for i, (pa, pb) in zip(index, parent))
+                        pa <= i // self.branching < pb for i, (pa, pb) in zip(index, parent)
+                    )
                     if not inside_parent:
                         nodes.append((level, index))
             parent = block
@@ -319,7 +331,7 @@ def _parent_flat(level: int, b: int, dims: int) -> np.ndarray:
     return np.ravel_multi_index(tuple(i // b for i in idx), (side // b,) * dims)
 
 
-def _oracle_for(params: AheadParams, size: int) -> str:
+def _oracle_for(params: AheadParams, size: int) -> Oracle:
     if params.oracle != "auto":
         return params.oracle
     return "grr" if prefer_grr(size, params.epsilon) else "oue"
@@ -330,8 +342,9 @@ def _oracle_variance(oracle: str, epsilon: float, n: int, size: int) -> float:
     return float(grr_variance(epsilon, n, size) if oracle == "grr" else oue_variance(epsilon, n))
 
 
-def ahead_nd(values: np.ndarray, domain_sizes: Sequence[int], params: AheadParams,
-             rng: RngLike = None, algorithm: str = "AHEAD") -> RangeEstimator:
+def ahead_nd(
+    values: np.ndarray, domain_sizes: Sequence[int], params: AheadParams, rng: RngLike = None, algorithm: str = "AHEAD"
+) -> RangeEstimator:
     """AHEAD on ``m``-dimensional data (direct estimation, ``B = b^m``); ε-LDP per user.
 
     ``values``: integer array of shape ``(N, m)`` (or ``(N,)`` for m = 1), value ``k`` of each
@@ -355,7 +368,9 @@ def ahead_nd(values: np.ndarray, domain_sizes: Sequence[int], params: AheadParam
     theta_root = math.sqrt((fanout + 1) * 4 * e * height / (n_users * (e - 1) ** 2))
 
     # Layer 0: the root. Per layer: node_level, node_flat, parent_pos, raw estimate, variance.
-    prev_level = np.array([0]); prev_flat = np.array([0]); prev_est = np.array([1.0])
+    prev_level = np.array([0])
+    prev_flat = np.array([0])
+    prev_est = np.array([1.0])
     prev_theta = theta_root
     prev_owner = np.zeros(1, dtype=np.int64)  # level-(l-1) cell -> position in E_{l-1}
     layers: list[dict[str, Any]] = []
@@ -384,22 +399,40 @@ def ahead_nd(values: np.ndarray, domain_sizes: Sequence[int], params: AheadParam
                 var = 0.0
         else:
             oracle = _oracle_for(params, size)
-            est, n = estimate_frequencies(np.bincount(user_nodes, minlength=size), user_nodes, size,
-                                          eps, oracle, source, params.sampling)
+            est, n = estimate_frequencies(
+                np.bincount(user_nodes, minlength=size), user_nodes, size, eps, oracle, source, params.sampling
+            )
             var = _oracle_variance(oracle, eps, n, size)
         theta = math.sqrt((fanout + 1) * var) if math.isfinite(var) else math.inf
-        layers.append({"node_level": node_level, "node_flat": node_flat, "parent_pos": parent_pos,
-                       "estimate": est, "variance": var, "oracle": oracle, "users": int(n),
-                       "theta": theta, "split_before": int(splitting.size)})
+        layers.append(
+            {
+                "node_level": node_level,
+                "node_flat": node_flat,
+                "parent_pos": parent_pos,
+                "estimate": est,
+                "variance": var,
+                "oracle": oracle,
+                "users": int(n),
+                "theta": theta,
+                "split_before": int(splitting.size),
+            }
+        )
         prev_level, prev_flat, prev_est, prev_theta, prev_owner = node_level, node_flat, est, theta, owner
 
     levels = _postprocess(layers, b, dims, height)
     summary = {
-        "layers": [{"layer": i + 1, "nodes": int(L["node_level"].size), "oracle": L["oracle"],
-                    "users": L["users"], "theta": L["theta"] if math.isfinite(L["theta"]) else None,
-                    "variance": L["variance"] if math.isfinite(L["variance"]) else None,
-                    "new_nodes": int((L["node_level"] == i + 1).sum())}
-                   for i, L in enumerate(layers)],
+        "layers": [
+            {
+                "layer": i + 1,
+                "nodes": int(L["node_level"].size),
+                "oracle": L["oracle"],
+                "users": L["users"],
+                "theta": L["theta"] if math.isfinite(L["theta"]) else None,
+                "variance": L["variance"] if math.isfinite(L["variance"]) else None,
+                "new_nodes": int((L["node_level"] == i + 1).sum()),
+            }
+            for i, L in enumerate(layers)
+        ],
         "fanout": fanout,
         "groups": height,
         "padded_side": b**height,
@@ -414,8 +447,9 @@ def _postprocess(layers: list[dict[str, Any]], b: int, dims: int, height: int) -
     if not layers:
         return [np.ones((1,) * dims)]
     smoothed = [norm_sub(L["estimate"]) for L in layers]
-    values = [None] * len(layers)
-    variances = [None] * len(layers)
+    # every entry is set below, bottom-up (the last layer first)
+    values: list[np.ndarray] = [np.empty(0)] * len(layers)
+    variances: list[np.ndarray] = [np.empty(0)] * len(layers)
     values[-1] = smoothed[-1]
     variances[-1] = np.full(smoothed[-1].size, layers[-1]["variance"])
     for i in range(len(layers) - 2, -1, -1):
@@ -451,8 +485,9 @@ def ahead_1d(values: np.ndarray, domain_size: int, params: AheadParams, rng: Rng
     return ahead_nd(np.asarray(values).reshape(-1), [domain_size], params, rng, "AHEAD-1D")
 
 
-def ahead_2d(values: np.ndarray, domain_sizes: Sequence[int], params: AheadParams,
-             rng: RngLike = None) -> RangeEstimator:
+def ahead_2d(
+    values: np.ndarray, domain_sizes: Sequence[int], params: AheadParams, rng: RngLike = None
+) -> RangeEstimator:
     """2-D AHEAD (2×2 splits for ``branching = 2``, B = 4); ε-LDP per user.
 
     ``values`` has shape ``(N, 2)``; ``answer((lo1, hi1), (lo2, hi2))``.
@@ -467,8 +502,9 @@ def ahead_2d(values: np.ndarray, domain_sizes: Sequence[int], params: AheadParam
 # ------------------------------------------------------------------------------------------
 
 
-def max_entropy_atoms(dims: int, pair_tables: dict[tuple[int, int], np.ndarray],
-                      iterations: int = 200, tol: float = 1e-12) -> np.ndarray:
+def max_entropy_atoms(
+    dims: int, pair_tables: dict[tuple[int, int], np.ndarray], iterations: int = 200, tol: float = 1e-12
+) -> np.ndarray:
     """Maximum-entropy distribution over ``2^dims`` binary atoms matching pairwise 2×2 tables.
 
     Iterative proportional fitting from the uniform distribution (its fixed point is the
@@ -495,8 +531,13 @@ def max_entropy_atoms(dims: int, pair_tables: dict[tuple[int, int], np.ndarray],
 class LleEstimator:
     """m-dimensional range answers from pairwise 2-D AHEAD trees and maximum entropy (LLE)."""
 
-    def __init__(self, params: AheadParams, domain_sizes: Sequence[int],
-                 trees: dict[tuple[int, int], RangeEstimator], users: dict[tuple[int, int], int]) -> None:
+    def __init__(
+        self,
+        params: AheadParams,
+        domain_sizes: Sequence[int],
+        trees: dict[tuple[int, int], RangeEstimator],
+        users: dict[tuple[int, int], int],
+    ) -> None:
         self.params = params
         self.domain_sizes = tuple(int(d) for d in domain_sizes)
         self.dims = len(self.domain_sizes)
@@ -534,13 +575,17 @@ class LleEstimator:
             "params": asdict(self.params),
             "domain_sizes": list(self.domain_sizes),
             "guarantee": {"epsilon": self.params.epsilon, "model": LDP_MODEL},
-            "summary": {"pairs": [{"attributes": list(p), "users": self.users[p],
-                                   "tree": self.trees[p].summary} for p in self.trees]},
+            "summary": {
+                "pairs": [
+                    {"attributes": list(p), "users": self.users[p], "tree": self.trees[p].summary} for p in self.trees
+                ]
+            },
         }
 
 
-def ahead_lle(values_nd: np.ndarray, domain_sizes: Sequence[int], params: AheadParams,
-              rng: RngLike = None) -> LleEstimator:
+def ahead_lle(
+    values_nd: np.ndarray, domain_sizes: Sequence[int], params: AheadParams, rng: RngLike = None
+) -> LleEstimator:
     """AHEAD for ``m >= 3`` dimensions by LLE; ε-LDP per user (one report in one pair's tree).
 
     Users are split at random into ``C(m, 2)`` groups, one per attribute pair; each group runs

@@ -78,7 +78,7 @@ class Algorithm1Scales:
     release_scale: float
 
     @classmethod
-    def for_budget(cls, epsilon: float, delta: float) -> "Algorithm1Scales":
+    def for_budget(cls, epsilon: float, delta: float) -> Algorithm1Scales:
         """Scales for the final (ε, δ); ``ValueError`` if ε is so large that Δ < 1."""
         owner = "Algorithm1"
         epsilon = check_positive(owner, "epsilon", epsilon)

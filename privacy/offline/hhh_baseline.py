@@ -56,7 +56,7 @@ class BaselineScales:
     threshold: float
 
     @classmethod
-    def for_budget(cls, epsilon: float, delta: float, h: int) -> "BaselineScales":
+    def for_budget(cls, epsilon: float, delta: float, h: int) -> BaselineScales:
         owner = "StabilityHistogramHHH"
         epsilon = check_positive(owner, "epsilon", epsilon)
         delta = check_open_unit(owner, "delta", delta)

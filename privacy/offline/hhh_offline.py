@@ -28,13 +28,19 @@ channel (Mironov 2012; see each mechanism's docstring).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privacy.params import check_open_unit, check_positive
 from sketches.hierarchy import Hierarchy
+
+if TYPE_CHECKING:  # the lazy re-exports below (__getattr__), visible to type checkers and linters
+    from .hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_min_tau
+    from .hhh_baseline import BaselineScales, stability_histogram_hhh
+    from .hhh_planner import OfflinePlan, PredictedErrors, plan_offline_hhh
 
 __all__ = [
     "OfflineHHHParams",
@@ -288,20 +294,26 @@ def counts_of(values: Any, hierarchy: Hierarchy, owner: str) -> HierarchyCounts:
 
 def result_of(
     algorithm: str,
-    params: "OfflineHHHParams",
+    params: OfflineHHHParams,
     tree: HierarchyCounts,
     outcome: Sequence[Any],
     guarantee_text: str,
     internal: Mapping[str, Any],
     source: Any,
-) -> "OfflineHHHResult":
+) -> OfflineHHHResult:
     """The :class:`OfflineHHHResult` of one run: the first trial of each level outcome
     (``level``, ``selected``, ``released`` attributes), reported bottom-up."""
     selected = {o.level: o.selected for o in outcome}
     released = {o.level: o.released for o in outcome}
     return OfflineHHHResult(
-        algorithm, params, tree.hierarchy.spec(), tree.h, items_from_masks(tree, selected, released),
-        guarantee_text, dict(internal), bool(getattr(source, "secure", False)),
+        algorithm,
+        params,
+        tree.hierarchy.spec(),
+        tree.h,
+        items_from_masks(tree, selected, released),
+        guarantee_text,
+        dict(internal),
+        bool(getattr(source, "secure", False)),
     )
 
 

@@ -98,9 +98,7 @@ def sum_of_laplace_bound(scale: float, m: int, log_term: float) -> float:
     return 4 * scale * log_term
 
 
-def plan_offline_hhh(
-    h: int, tau: float, epsilon: float, delta: float, n: int, beta: float = 0.05
-) -> OfflinePlan:
+def plan_offline_hhh(h: int, tau: float, epsilon: float, delta: float, n: int, beta: float = 0.05) -> OfflinePlan:
     """Predict both mechanisms' errors for (h, τ, final ε, δ, n, β) and choose the better one.
 
     See the module docstring for the model. ``n`` must be public or a private estimate.

@@ -39,9 +39,10 @@ from __future__ import annotations
 import ipaddress
 import math
 import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,9 +140,7 @@ class InfTDAParams:
             if self.delta is not None:
                 object.__setattr__(self, "delta", check_open_unit(_OWNER, "delta", self.delta))
         if self.neighbours not in NEIGHBOURS:
-            raise ValueError(
-                f"{_OWNER}: neighbours must be one of {', '.join(NEIGHBOURS)}, got {self.neighbours!r}"
-            )
+            raise ValueError(f"{_OWNER}: neighbours must be one of {', '.join(NEIGHBOURS)}, got {self.neighbours!r}")
         check_int(_OWNER, "contribution", self.contribution, 1)
         if self.root_share is not None:
             if self.neighbours == "substitution":
@@ -211,15 +210,16 @@ class PathDomain:
       candidate children).
     """
 
-    def __init__(self, depth: int, children: Mapping[str, tuple[str, ...]] | None,
-                 components: tuple[tuple[str, ...], ...] | None) -> None:
+    def __init__(
+        self, depth: int, children: Mapping[str, tuple[str, ...]] | None, components: tuple[tuple[str, ...], ...] | None
+    ) -> None:
         self.depth = depth
         self._children = children
         self._components = components
         self._component_sets = None if components is None else [set(c) for c in components]
 
     @classmethod
-    def from_paths(cls, paths: Iterable[str]) -> "PathDomain":
+    def from_paths(cls, paths: Iterable[str]) -> PathDomain:
         """Domain of all the given full paths (all must have the same number of components)."""
         unique = sorted(set(paths))
         if not unique or not all(isinstance(p, str) for p in unique):
@@ -235,7 +235,7 @@ class PathDomain:
         return cls(depth, {k: tuple(sorted(v)) for k, v in children.items()}, None)
 
     @classmethod
-    def from_components(cls, components: Sequence[Sequence[str]]) -> "PathDomain":
+    def from_components(cls, components: Sequence[Sequence[str]]) -> PathDomain:
         """Domain where level ℓ's children of any prefix are ``prefix/name`` for ``components[ℓ-1]``."""
         levels = tuple(tuple(dict.fromkeys(level)) for level in components)
         if not levels or any(not level for level in levels):
@@ -259,8 +259,9 @@ class PathDomain:
         if self._components is not None:
             return len(self._components[level - 1])
         assert self._children is not None
-        return max((len(v) for k, v in self._children.items() if (k.count("/") + 1 if k else 0) == level - 1),
-                   default=0)
+        return max(
+            (len(v) for k, v in self._children.items() if (k.count("/") + 1 if k else 0) == level - 1), default=0
+        )
 
     def contains(self, path: str) -> bool:
         """Whether a full path belongs to the domain."""
@@ -490,7 +491,8 @@ class InfTDAResult:
         rho = p.total_rho
         eps = p.implied_epsilon
         relation = (
-            "adding or removing one privacy unit" if p.neighbours == "add_remove"
+            "adding or removing one privacy unit"
+            if p.neighbours == "add_remove"
             else "substituting one privacy unit (the total count is public and exact)"
         )
         text = f"{rho:.6g}-zCDP with respect to {relation} contributing at most {p.contribution} element(s)"
@@ -634,7 +636,8 @@ def inftda_from_counts(
     exact = []
     totals = set()
     for level, mapping in enumerate(level_counts, start=1):
-        keys, counts = [], []
+        keys: list[int] = []
+        counts: list[int] = []
         for key, count in mapping.items():
             if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral) or count < 0:
                 raise ValueError(f"{_OWNER}: counts must be integers >= 0 (level {level})")
@@ -662,8 +665,12 @@ def _key_of(hier: Hierarchy, children: Any, key: int | str, level: int) -> int:
             if net.prefixlen != length:
                 raise ValueError(f"{_OWNER}: {key!r} is not a /{length} prefix (level {level})")
             return int(net.network_address)
-        if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= key < 2**32 \
-                or int(key) & hier.mask(level) != int(key):
+        if (
+            isinstance(key, bool)
+            or not isinstance(key, numbers.Integral)
+            or not 0 <= key < 2**32
+            or int(key) & hier.mask(level) != int(key)
+        ):
             raise ValueError(f"{_OWNER}: key {key!r} is not a masked /{length} address (level {level})")
         return int(key)
     assert isinstance(children, _PathChildren)
@@ -712,8 +719,8 @@ def _top_down(
         released: dict[int, int] = {}
         start = 0
         for (_, parent_count), size in zip(parents, sizes):
-            keys = flat[start:start + size]
-            y = int_opt(noisy[start:start + size], parent_count)
+            keys = flat[start : start + size]
+            y = int_opt(noisy[start : start + size], parent_count)
             start += size
             nz = np.flatnonzero(y)
             released.update(zip(keys[nz].tolist(), y[nz].tolist()))

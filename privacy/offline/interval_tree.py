@@ -20,8 +20,9 @@ Floating point (Mironov 2012): not applicable — no noise here; node counts are
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class IntervalTree:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_nested(cls, spec: Nested) -> "IntervalTree":
+    def from_nested(cls, spec: Nested) -> IntervalTree:
         """Build from an explicit nested specification and validate it.
 
         ``spec`` is ``(lo, hi)`` for a leaf or ``(lo, hi, [child_spec, ...])``; the root must be
@@ -87,7 +88,7 @@ class IntervalTree:
         return cls._build(root)
 
     @classmethod
-    def complete(cls, n: int, fanout: int) -> "IntervalTree":
+    def complete(cls, n: int, fanout: int) -> IntervalTree:
         """The complete ``fanout``-ary tree over ``[1, n]``: every node splits into ``fanout``
         near-equal parts (fewer when narrower) until the parts are single values."""
         n = _check_int("n", n, 1)
@@ -101,7 +102,7 @@ class IntervalTree:
         return cls._build(cls._parse(grow(1, n), "root"))
 
     @classmethod
-    def from_fanouts(cls, n: int, fanouts: Sequence[int]) -> "IntervalTree":
+    def from_fanouts(cls, n: int, fanouts: Sequence[int]) -> IntervalTree:
         """A tree whose nodes at depth d split into ``fanouts[d]`` near-equal parts.
 
         Widths that do not divide give uneven parts (the first parts are one wider); a node
@@ -161,20 +162,27 @@ class IntervalTree:
                     "children must be contiguous and in increasing order"
                 )
         if children[-1][1] != hi:
-            raise ValueError(
-                f"{_OWNER}: children of [{lo}, {hi}] must end at {hi}, the last ends at {children[-1][1]}"
-            )
+            raise ValueError(f"{_OWNER}: children of [{lo}, {hi}] must end at {hi}, the last ends at {children[-1][1]}")
         return (lo, hi, children)
 
     @classmethod
-    def _build(cls, root: tuple[int, int, list]) -> "IntervalTree":
-        lo, hi, parent, depth, first, count = [], [], [], [], [], []
+    def _build(cls, root: tuple[int, int, list]) -> IntervalTree:
+        lo: list[int] = []
+        hi: list[int] = []
+        parent: list[int] = []
+        depth: list[int] = []
+        first: list[int] = []
+        count: list[int] = []
         queue: deque[tuple[tuple[int, int, list], int, int]] = deque([(root, -1, 0)])
         while queue:
             (a, b, kids), par, d = queue.popleft()
             index = len(lo)
-            lo.append(a), hi.append(b), parent.append(par), depth.append(d)
-            first.append(0), count.append(len(kids))
+            lo.append(a)
+            hi.append(b)
+            parent.append(par)
+            depth.append(d)
+            first.append(0)
+            count.append(len(kids))
             for kid in kids:
                 queue.append((kid, index, d + 1))
         # In BFS order the children of node i follow those of nodes < i, so they are contiguous.
@@ -240,7 +248,7 @@ class IntervalTree:
                 continue
             f, k = int(self.first_child[x]), int(self.n_children[x])
             # children overlapping [lo, hi]: their lo's are sorted
-            kid_lo = self.lo[f:f + k]
+            kid_lo = self.lo[f : f + k]
             start = max(int(np.searchsorted(kid_lo, lo, side="right")) - 1, 0)
             stop = int(np.searchsorted(kid_lo, hi, side="right"))
             stack.extend(range(f + stop - 1, f + start - 1, -1))

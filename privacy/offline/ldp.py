@@ -67,6 +67,7 @@ __all__ = [
 
 RngLike = RandomSource | np.random.Generator | int | None
 Oracle = Literal["oue", "grr"]
+Sampling = Literal["per_user", "aggregate"]
 ORACLES = ("oue", "grr")
 _CHUNK_CELLS = 1 << 22  # bits perturbed per chunk in the batch OUE paths
 
@@ -85,7 +86,7 @@ def grr_probabilities(epsilon: float, domain_size: int) -> tuple[float, float]:
     return e / (e + d - 1), 1.0 / (e + d - 1)
 
 
-def _check_values(owner: str, values: np.ndarray, domain_size: int) -> np.ndarray:
+def _check_values(owner: str, values: np.ndarray | None, domain_size: int) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise ValueError(f"{owner}: values must be a 1-D array of integers")
@@ -131,7 +132,7 @@ def oue_support_counts(values: np.ndarray, domain_size: int, epsilon: float, rng
     rows = max(1, _CHUNK_CELLS // d)
     total = np.zeros(d, dtype=np.int64)
     for start in range(0, vals.size, rows):
-        total += _oue_bits(vals[start:start + rows], d, p, q, source).sum(axis=0, dtype=np.int64)
+        total += _oue_bits(vals[start : start + rows], d, p, q, source).sum(axis=0, dtype=np.int64)
     return total
 
 
@@ -250,7 +251,7 @@ def estimate_frequencies(
     epsilon: float,
     oracle: Oracle,
     rng: RngLike = None,
-    sampling: Literal["per_user", "aggregate"] = "per_user",
+    sampling: Sampling = "per_user",
 ) -> tuple[np.ndarray, int]:
     """Run one frequency oracle over a group of users; return ``(estimates, n)``.
 

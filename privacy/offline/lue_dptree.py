@@ -63,8 +63,9 @@ uses the canonical decomposition (the fewest nodes).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -141,11 +142,18 @@ class LueParams:
             raise ValueError(f"LueParams: blue must be a bool, got {self.blue!r}")
         floor = check_positive("LueParams", "uniform_floor", self.uniform_floor)
         if floor > 1:
-            raise ValueError(f"LueParams: uniform_floor must be a number with 0 < uniform_floor <= 1, got {self.uniform_floor!r}")
+            raise ValueError(
+                f"LueParams: uniform_floor must be a number with 0 < uniform_floor <= 1, got {self.uniform_floor!r}"
+            )
         object.__setattr__(self, "uniform_floor", floor)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "budgets": self.budgets, "blue": self.blue, "uniform_floor": self.uniform_floor}
+        return {
+            "epsilon": self.epsilon,
+            "budgets": self.budgets,
+            "blue": self.blue,
+            "uniform_floor": self.uniform_floor,
+        }
 
 
 @dataclass(frozen=True)
@@ -157,29 +165,37 @@ class Workload:
     weight: np.ndarray
 
     @classmethod
-    def from_ranges(cls, tree: IntervalTree, queries: Iterable[Sequence[float]]) -> "Workload":
+    def from_ranges(cls, tree: IntervalTree, queries: Iterable[Sequence[float]]) -> Workload:
         """Validate ``[(lo, hi, weight), ...]`` (``1 <= lo <= hi <= n``, weight >= 0, total > 0)
         and normalise the weights."""
         rows = list(queries)
         if not rows:
             raise ValueError(f"{_OWNER}: queries must contain at least one (lo, hi, weight) range")
-        lo, hi, w = [], [], []
+        lo: list[int] = []
+        hi: list[int] = []
+        w: list[float] = []
         for i, q in enumerate(rows):
             if not isinstance(q, (tuple, list)) or len(q) != 3:
                 raise ValueError(f"{_OWNER}: queries[{i}] must be (lo, hi, weight), got {q!r}")
             a, b = tree.check_range(q[0], q[1])
             weight = q[2]
-            if not isinstance(weight, (int, float, np.integer, np.floating)) or isinstance(weight, bool) \
-                    or not math.isfinite(weight) or weight < 0:
+            if (
+                not isinstance(weight, (int, float, np.integer, np.floating))
+                or isinstance(weight, bool)
+                or not math.isfinite(weight)
+                or weight < 0
+            ):
                 raise ValueError(f"{_OWNER}: queries[{i}] weight must be a finite number >= 0, got {weight!r}")
-            lo.append(a), hi.append(b), w.append(float(weight))
+            lo.append(a)
+            hi.append(b)
+            w.append(float(weight))
         weights = np.array(w)
         if weights.sum() <= 0:
             raise ValueError(f"{_OWNER}: query weights must not all be 0")
         return cls(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), weights / weights.sum())
 
     @classmethod
-    def all_ranges(cls, n: int) -> "Workload":
+    def all_ranges(cls, n: int) -> Workload:
         """Every range of ``[1, n]`` with equal weight (the uniform distribution, N = n(n+1)/2)."""
         lo, hi = np.triu_indices(n)
         count = lo.shape[0]
@@ -201,8 +217,8 @@ def uniform_coverage(tree: IntervalTree) -> np.ndarray:
     P(root) = 1/N, N = n(n + 1)/2."""
     n = tree.n
     total = n * (n + 1) / 2
-    l, r = tree.lo.astype(float), tree.hi.astype(float)
-    own = l * (n - r + 1)
+    lo, hi = tree.lo.astype(float), tree.hi.astype(float)
+    own = lo * (n - hi + 1)
     par = np.where(tree.parent >= 0, tree.parent, 0)
     parent_term = tree.lo[par] * (n - tree.hi[par] + 1.0)
     p = (own - np.where(tree.parent >= 0, parent_term, 0.0)) / total
@@ -218,7 +234,7 @@ def workload_coverage(tree: IntervalTree, queries: Workload | Iterable[Sequence[
     has_parent = tree.parent >= 0
     chunk = max(1, 4_000_000 // tree.size)
     for s in range(0, wl.lo.shape[0], chunk):
-        qlo, qhi, qw = wl.lo[s:s + chunk, None], wl.hi[s:s + chunk, None], wl.weight[s:s + chunk]
+        qlo, qhi, qw = wl.lo[s : s + chunk, None], wl.hi[s : s + chunk, None], wl.weight[s : s + chunk]
         inside = (qlo <= tree.lo) & (tree.hi <= qhi)
         parent_inside = has_parent & (qlo <= tree.lo[par]) & (tree.hi[par] <= qhi)
         out += qw @ (inside & ~parent_inside)
@@ -307,8 +323,10 @@ def _integer_counts(node_counts: Any, size: int) -> np.ndarray:
     if arr.dtype.kind == "f":
         if not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))) or np.any(np.abs(arr) >= 2.0**53):
             # no value in the message: node counts are raw data
-            raise ValueError(f"{_OWNER}: node counts must be integers (the discrete Laplace mechanism adds "
-                             "integer noise to integer counts)")
+            raise ValueError(
+                f"{_OWNER}: node counts must be integers (the discrete Laplace mechanism adds "
+                "integer noise to integer counts)"
+            )
     return arr.astype(np.int64)
 
 
@@ -488,9 +506,9 @@ class LueResult:
             "expected_squared_error": {
                 "value": self.expected_error,
                 "workload": "supplied queries" if self.workload_supplied else "uniformly random ranges",
-                "kind": "exact" if self.expected_error_exact else (
-                    "upper bound (canonical decomposition without BLUE; BLUE is never worse)"
-                ),
+                "kind": "exact"
+                if self.expected_error_exact
+                else ("upper bound (canonical decomposition without BLUE; BLUE is never worse)"),
             },
         }
         if include_nodes:

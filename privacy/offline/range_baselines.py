@@ -17,13 +17,14 @@ Both return objects with the same ``answer`` interface as :class:`privacy.offlin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from privacy.offline.ahead import LDP_MODEL, RangeEstimator, _cells, _check_values, _pad_exponent, _random_groups
-from privacy.offline.ldp import estimate_frequencies
+from privacy.offline.ldp import Sampling, estimate_frequencies
 from privacy.params import check_int, check_positive
 from privacy.randomness import RandomSource, as_source
 
@@ -39,7 +40,7 @@ class HioParams:
 
     epsilon: float
     branching: int = 4
-    sampling: str = "per_user"
+    sampling: Sampling = "per_user"
 
     def __post_init__(self) -> None:
         owner = "HioParams"
@@ -67,8 +68,9 @@ def hio(values: np.ndarray, domain_sizes: Sequence[int], params: HioParams, rng:
     for level in range(1, height + 1):
         cells = _cells(vals[groups[level - 1]], b, height, level)
         size = (b**level) ** dims
-        est, n = estimate_frequencies(np.bincount(cells, minlength=size), cells, size, params.epsilon,
-                                      "oue", source, params.sampling)
+        est, n = estimate_frequencies(
+            np.bincount(cells, minlength=size), cells, size, params.epsilon, "oue", source, params.sampling
+        )
         levels.append(est.reshape((b**level,) * dims))
         users.append(int(n))
     summary = {"levels": height, "fanout": b**dims, "users_per_level": users, "padded_side": b**height}
@@ -101,8 +103,11 @@ class UniformEstimator:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable description (no privacy cost: the data is not used)."""
-        return {"algorithm": "Uni", "domain_sizes": list(self.domain_sizes),
-                "guarantee": {"epsilon": 0.0, "model": LDP_MODEL + " (no report is used)"}}
+        return {
+            "algorithm": "Uni",
+            "domain_sizes": list(self.domain_sizes),
+            "guarantee": {"epsilon": 0.0, "model": LDP_MODEL + " (no report is used)"},
+        }
 
 
 def uniform_guess(domain_sizes: Sequence[int]) -> UniformEstimator:

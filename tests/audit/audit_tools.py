@@ -130,8 +130,13 @@ def audit_statistics(
                 scores = _loss_array(num, den, half_a, delta, select_alpha)
                 i = int(np.argmax(scores))
                 if best is None or scores[i] > best[0]:
-                    best = (scores[i], name, f"{direction} s {'>=' if kind == 'ge' else '<='} {thresholds[i]}",
-                            a[half_a:], b[half_b:])
+                    best = (
+                        scores[i],
+                        name,
+                        f"{direction} s {'>=' if kind == 'ge' else '<='} {thresholds[i]}",
+                        a[half_a:],
+                        b[half_b:],
+                    )
     assert best is not None, "audit_statistics: no statistic given"
     _, name, event, est_a, est_b = best
     direction, _, cmp_text = event.partition(" s ")

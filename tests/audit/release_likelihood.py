@@ -52,7 +52,7 @@ class SketchSide:
     present: np.ndarray
 
     @classmethod
-    def of(cls, counters: dict[int, int], keys: list[int]) -> "SketchSide":
+    def of(cls, counters: dict[int, int], keys: list[int]) -> SketchSide:
         """The side holding ``counters`` ({key: counter}) over the common order ``keys``."""
         return cls(
             np.array([counters.get(k, 0) for k in keys], dtype=np.int64),

@@ -139,7 +139,9 @@ def _statistics(
     return stats
 
 
-def _audit_alg1(a: HierarchyCounts, b: HierarchyCounts, scales: Algorithm1Scales, seed: int, *, conditioned: bool = True):
+def _audit_alg1(
+    a: HierarchyCounts, b: HierarchyCounts, scales: Algorithm1Scales, seed: int, *, conditioned: bool = True
+):
     path_a = _path_index(a, X_LEAF)
     reference = {level: int(a.levels[level].counts[i]) for level, i in path_a.items()}
     sides = []

@@ -50,8 +50,12 @@ TREE = IntervalTree.from_nested(
 )
 BASE_COUNTS = np.array([7, 0, 3, 12, 5, 1])
 CASES = {"deepest_leaf": 5, "shortest_path_leaf": 1}
-SEEDS = {("optimal", "deepest_leaf"): 11, ("optimal", "shortest_path_leaf"): 13,
-         ("uniform", "deepest_leaf"): 17, ("uniform", "shortest_path_leaf"): 19}
+SEEDS = {
+    ("optimal", "deepest_leaf"): 11,
+    ("optimal", "shortest_path_leaf"): 13,
+    ("uniform", "deepest_leaf"): 17,
+    ("uniform", "shortest_path_leaf"): 19,
+}
 HALVED_SEEDS = {"deepest_leaf": 23, "shortest_path_leaf": 29}
 
 
@@ -174,7 +178,9 @@ def test_audit_reports_its_bounds() -> None:
     good = _audit(good_budgets, good_budgets, CASES["deepest_leaf"], seed=303)
     over = _audit(broken, broken, CASES["deepest_leaf"], seed=303)
     halved = _audit(good_budgets, 2 * good_budgets, CASES["deepest_leaf"], seed=303)
-    print(f"deepest leaf: optimal eps_lb={good.epsilon_lb:.3f} ({good.statistic}, {good.event}); "
-          f"over-spending (5/3 eps) eps_lb={over.epsilon_lb:.3f} ({over.statistic}); "
-          f"scale halved (2 eps) eps_lb={halved.epsilon_lb:.3f} ({halved.statistic})")
+    print(
+        f"deepest leaf: optimal eps_lb={good.epsilon_lb:.3f} ({good.statistic}, {good.event}); "
+        f"over-spending (5/3 eps) eps_lb={over.epsilon_lb:.3f} ({over.statistic}); "
+        f"scale halved (2 eps) eps_lb={halved.epsilon_lb:.3f} ({halved.statistic})"
+    )
     assert good.epsilon_lb < EPSILON < over.epsilon_lb < halved.epsilon_lb

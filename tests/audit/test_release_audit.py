@@ -37,10 +37,10 @@ import math
 import numpy as np
 import pytest
 
+from privacy.noise import discrete_laplace
 from privacy.randomness import SeededRandomSource
 from privacy.release import ReleaseScales, release_arrays, release_level
 from privacy.stream_size import size_scale
-from privacy.noise import discrete_laplace
 
 from .audit_tools import AuditResult, audit_statistics, stable_seed
 from .release_likelihood import SketchSide, sketch_log_likelihood
@@ -64,7 +64,9 @@ def _statistics(passed: np.ndarray, values: np.ndarray, focus: int, floor: int) 
     }
 
 
-def _llr(passed: np.ndarray, values: np.ndarray, scales: ReleaseScales, counts_a: list[int], counts_b: list[int]) -> np.ndarray:
+def _llr(
+    passed: np.ndarray, values: np.ndarray, scales: ReleaseScales, counts_a: list[int], counts_b: list[int]
+) -> np.ndarray:
     """Exact ln P_A(o)/P_B(o) of each output o (same key set on both sides, fresh variant)."""
     present = np.ones(len(counts_a), dtype=bool)
     side_a, side_b = SketchSide(np.array(counts_a), present), SketchSide(np.array(counts_b), present)
@@ -204,8 +206,9 @@ def test_tight_enter_probability_is_what_the_proof_charges(variant: str) -> None
     scales = _scales(variant, "tight")
     half = int(math.ceil(80 * scales.gamma)) + scales.integer_threshold
     g = np.arange(-half, half + 1)
-    log_p = float(np.logaddexp.reduce(log_dlap(g, scales.gamma)
-                                      + log_tail_at_least(scales.integer_threshold - 1 - g, scales.w)))
+    log_p = float(
+        np.logaddexp.reduce(log_dlap(g, scales.gamma) + log_tail_at_least(scales.integer_threshold - 1 - g, scales.w))
+    )
     charged = 2 * math.exp(EPSILON / H) * math.exp(log_p)
     assert charged <= DELTA / H, charged
     assert charged > DELTA / H / 10  # and the threshold is not far higher than δ needs (it is the smallest)
@@ -227,8 +230,9 @@ def test_release_level_uses_the_audited_core(calibration: str) -> None:
     """``release_level`` draws the same output as the audited vectorised core for the same seed."""
     counts = {5: 300, 9: 0, 12: 150}
     scales = _fresh(calibration)
-    got = release_level(counts, epsilon=EPSILON, delta=DELTA, h=H, calibration=calibration,
-                        rng=np.random.default_rng(3))
+    got = release_level(
+        counts, epsilon=EPSILON, delta=DELTA, h=H, calibration=calibration, rng=np.random.default_rng(3)
+    )
     passed, values = release_arrays(np.array([300, 0, 150]), scales, SeededRandomSource(np.random.default_rng(3)))
     expected = {k: int(v) for k, p, v in zip([5, 9, 12], passed.tolist(), values.tolist()) if p}
     assert got == expected

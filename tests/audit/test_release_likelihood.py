@@ -22,8 +22,8 @@ from .release_likelihood import (
     log_pattern_probability,
     log_shared_release,
     log_tail_at_least,
-    sketch_log_likelihood,
     size_log_likelihood,
+    sketch_log_likelihood,
 )
 
 SCALES = ReleaseScales.for_budget(epsilon=0.9, delta=1e-6, h=4)

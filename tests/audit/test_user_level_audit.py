@@ -39,10 +39,10 @@ import math
 import numpy as np
 import pytest
 
+from privacy.calibration import WindowCalibration
 from privacy.noise import discrete_laplace
 from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import SeededRandomSource
-from privacy.calibration import WindowCalibration
 from privacy.release import ReleaseScales, release_arrays
 from privacy.unit import PrivacyUnit
 from privacy.unit_cap import UnitCap, unit_keys_of
@@ -182,8 +182,9 @@ def _audit(budget: PrivacyBudget, cap: int | None, seed: int):
     return audit_sketch_pair(sk_a, sk_b, params, scales.integer_threshold - 1, seed)
 
 
-def audit_sketch_pair(sk_a: LevelSketches, sk_b: LevelSketches, params: HHHParams, floor: int, seed: int,
-                      delta: float = DELTA):
+def audit_sketch_pair(
+    sk_a: LevelSketches, sk_b: LevelSketches, params: HHHParams, floor: int, seed: int, delta: float = DELTA
+):
     """Draw the window release of both sides' sketches ``TRIALS`` times (seeds ``seed``, ``seed + 1``)
     and audit the statistics of :func:`_statistics` (``floor``: the value shown for an unreleased prefix)."""
     samples = []
@@ -237,6 +238,7 @@ def test_calibration_accounting() -> None:
     h = parse_hierarchy(HIERARCHY).h
     scales, _ = _scales(params, h)
     from privacy.tails import dlap_sum_tail
+
     charged = 2 * math.exp(rel.epsilon / h) * dlap_sum_tail(scales.integer_threshold - 1, scales.gamma, scales.w)
     assert h * charged <= rel.delta
 

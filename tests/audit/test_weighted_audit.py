@@ -67,7 +67,7 @@ def _records(focus_units: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.
 def _sketches(values: np.ndarray, weights: np.ndarray) -> LevelSketches:
     sketches = LevelSketches(parse_hierarchy(HIERARCHY), COUNTERS)
     for start in range(0, values.size, 500):  # batch by batch in arrival order, as the job does
-        sketches.update(values[start:start + 500], clip_weights(weights[start:start + 500], W))
+        sketches.update(values[start : start + 500], clip_weights(weights[start : start + 500], W))
     return sketches
 
 

@@ -65,7 +65,7 @@ from privacy.stream_size import size_scale
 from privacy.window import release_sketch, release_window
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
-from .release_likelihood import SketchSide, log_tail_at_least, log_dlap, sketch_log_likelihood, size_log_likelihood
+from .release_likelihood import SketchSide, log_dlap, log_tail_at_least, size_log_likelihood, sketch_log_likelihood
 from .window_neighbours import CASES, HIERARCHY, PARTITIONS, Neighbours, build, check_neighbours
 
 pytestmark = pytest.mark.audit
@@ -95,23 +95,32 @@ def calibration(name: str) -> Calibration:
     params = _params(1)
     rel, size = params.release_budget, params.size_budget
     if name == "correct":  # the default (tight) calibration
-        return Calibration(name, ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=H),
-                           size_scale(epsilon=size.epsilon, h=H))
+        return Calibration(
+            name,
+            ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=H),
+            size_scale(epsilon=size.epsilon, h=H),
+        )
     if name == "paper":  # the paper's scales, also offered (privacy.calibration = "paper")
-        return Calibration(name, ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=H,
-                                                          calibration="paper"),
-                           size_scale(epsilon=size.epsilon, h=H))
+        return Calibration(
+            name,
+            ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=H, calibration="paper"),
+            size_scale(epsilon=size.epsilon, h=H),
+        )
     if name == "halved":
         good = calibration("correct")
         s = good.scales
         halved = ReleaseScales(s.threshold, s.gamma / 2, s.w / 2, s.gamma_release / 2, s.w_release / 2)
         return Calibration(name, halved, good.size_scale / 2)
     if name == "h_one":
-        return Calibration(name, ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=1),
-                           size_scale(epsilon=size.epsilon, h=1))
+        return Calibration(
+            name,
+            ReleaseScales.for_budget(epsilon=rel.epsilon, delta=rel.delta, h=1),
+            size_scale(epsilon=size.epsilon, h=1),
+        )
     if name == "size_share_dropped":
-        return Calibration(name, ReleaseScales.for_budget(epsilon=EPSILON, delta=DELTA, h=H),
-                           size_scale(epsilon=EPSILON, h=H))
+        return Calibration(
+            name, ReleaseScales.for_budget(epsilon=EPSILON, delta=DELTA, h=H), size_scale(epsilon=EPSILON, h=H)
+        )
     raise ValueError(f"unknown calibration {name!r}")
 
 
@@ -137,12 +146,13 @@ def _draw_sketch(counters: dict[int, int], total: int, cal: Calibration, source:
     return keys, passed, values, sizes
 
 
-def _sketch_llr(nb: Neighbours, level: int, partition: int, side: str, cal: Calibration,
-                source: SeededRandomSource, trials: int) -> np.ndarray:
+def _sketch_llr(
+    nb: Neighbours, level: int, partition: int, side: str, cal: Calibration, source: SeededRandomSource, trials: int
+) -> np.ndarray:
     """ln P_A − ln P_B of one changed sketch's output (pass pattern, values, size), drawn on ``side``."""
     sk_a, sk_b = nb.a.sketch(level, partition), nb.b.sketch(level, partition)
     ca, cb = sk_a.counters(), sk_b.counters()
-    own = (sk_a if side == "a" else sk_b)
+    own = sk_a if side == "a" else sk_b
     keys, passed_own, values_own, sizes = _draw_sketch(own.counters(), own.total, cal, source, trials)
     union = sorted(set(ca) | set(cb))
     where = [union.index(k) for k in keys]
@@ -151,7 +161,9 @@ def _sketch_llr(nb: Neighbours, level: int, partition: int, side: str, cal: Cali
     passed[:, where], values[:, where] = passed_own, values_own
     llr = sketch_log_likelihood(passed, values, SketchSide.of(ca, union), cal.scales)
     llr -= sketch_log_likelihood(passed, values, SketchSide.of(cb, union), cal.scales)
-    llr += size_log_likelihood(sizes, sk_a.total, cal.size_scale) - size_log_likelihood(sizes, sk_b.total, cal.size_scale)
+    llr += size_log_likelihood(sizes, sk_a.total, cal.size_scale) - size_log_likelihood(
+        sizes, sk_b.total, cal.size_scale
+    )
     return llr
 
 
@@ -240,8 +252,11 @@ def worst_case_loss(case: str, cal: Calibration) -> float:
     the shared γ and γ' (1/b_γ + 1/b_γ'), ``enters`` only a key that passes with probability
     below δ; every case moves one size per level (1/b_n)."""
     s = cal.scales
-    per_level = {"one_differs": 1 / s.w + 1 / s.w_release, "all_shift": 1 / s.gamma + 1 / s.gamma_release,
-                 "enters": 0.0}[case]
+    per_level = {
+        "one_differs": 1 / s.w + 1 / s.w_release,
+        "all_shift": 1 / s.gamma + 1 / s.gamma_release,
+        "enters": 0.0,
+    }[case]
     return H * (per_level + 1 / cal.size_scale)
 
 

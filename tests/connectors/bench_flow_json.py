@@ -26,7 +26,7 @@ def records(fixture: str, n: int, v6_every: int, src: str, separators: tuple[str
     for i in range(n):
         rec = dict(base[i % len(base)])
         if v6_every and i % v6_every == 0:
-            rec[src] = f"2001:db8:{i >> 16 & 0xffff:x}:{i & 0xffff:x}::1"
+            rec[src] = f"2001:db8:{i >> 16 & 0xFFFF:x}:{i & 0xFFFF:x}::1"
         else:
             rec[src] = f"{10 + (i >> 24) % 200}.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
         out.append(json.dumps(rec, separators=separators).encode())
@@ -39,12 +39,14 @@ def bench(name: str, decoder: fj.FlowJsonDecoder, values: list[bytes], batch: in
         t = time.perf_counter()
         good = 0
         for i in range(0, len(values), batch):
-            out = decoder.decode_many(values[i:i + batch])
+            out = decoder.decode_many(values[i : i + batch])
             good += len(out.ipv4) + len(out.ipv6)
         best = min(best, time.perf_counter() - t)
     assert good == len(values), (good, len(values))
     size = sum(map(len, values)) / len(values)
-    print(f"{name:34s} {len(values) / best:>10,.0f} records/s   ({best * 1e6 / len(values):.2f} us/record, {size:.0f} B/record)")
+    print(
+        f"{name:34s} {len(values) / best:>10,.0f} records/s   ({best * 1e6 / len(values):.2f} us/record, {size:.0f} B/record)"
+    )
 
 
 def main() -> None:

@@ -33,14 +33,23 @@ def test_packed_messages_are_never_refused_for_their_size() -> None:
         if fmt == "packed-ipv4-pairs":
             big = big[:4096] + big[:8]
         one, many = decoder.decode(big), decoder.decode_many([big])
-        assert one.ok and many.reasons == [None] and many.counts.tolist() == [len(big) // (4 if fmt == "packed-ipv4" else 8)]
+        assert (
+            one.ok
+            and many.reasons == [None]
+            and many.counts.tolist() == [len(big) // (4 if fmt == "packed-ipv4" else 8)]
+        )
     assert MessageDecoder("text-ipv4", max_message_bytes=8).decode(b"10.100.100.100").reason == "oversized"
 
 
-@pytest.mark.parametrize("value, reason", [
-    (b"1.2.3.4", None), (b"300.1.1.1", "bad_ipv4"), (b"2001:db8::1", "wrong_family"),
-    (b"\xff\xfe", "invalid_utf8"),
-])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        (b"1.2.3.4", None),
+        (b"300.1.1.1", "bad_ipv4"),
+        (b"2001:db8::1", "wrong_family"),
+        (b"\xff\xfe", "invalid_utf8"),
+    ],
+)
 def test_text_ipv4(value, reason) -> None:
     """One address per message; IPv6 on an IPv4 topic is a wrong-family record."""
     out = MessageDecoder("text-ipv4").decode(value)

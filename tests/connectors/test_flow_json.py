@@ -23,8 +23,13 @@ from connectors.skips import EXCLUDED, UNPARSABLE, SkipCounter
 from .flow_capture import BASE_US, FLOWS, expected_totals
 
 DATA = Path(__file__).with_name("data")
-PMACCT_MIXED = ["pmacct-ipfix-mixed", "pmacct-ipfix-mixed-rfc3339", "pmacct-ipfix-mixed-epoch",
-                "pmacct-ipfix-mixed-history", "pmacct-ipfix-mixed-rfc3339-berlin"]
+PMACCT_MIXED = [
+    "pmacct-ipfix-mixed",
+    "pmacct-ipfix-mixed-rfc3339",
+    "pmacct-ipfix-mixed-epoch",
+    "pmacct-ipfix-mixed-history",
+    "pmacct-ipfix-mixed-rfc3339-berlin",
+]
 
 
 def fixture(name: str) -> list[bytes]:
@@ -37,8 +42,8 @@ def by_address(batch: fj.FlowBatch) -> dict[str, tuple[int, int]]:
     for key, w, t in zip(batch.ipv4.keys.tolist(), batch.ipv4.weights.tolist(), batch.ipv4.event_ms.tolist()):
         out[str(ipaddress.IPv4Address(key))] = (w, t)
     hi, lo = batch.ipv6.keys
-    for h, l, w, t in zip(hi.tolist(), lo.tolist(), batch.ipv6.weights.tolist(), batch.ipv6.event_ms.tolist()):
-        out[str(ipaddress.IPv6Address((h << 64) | l))] = (w, t)
+    for high, low, w, t in zip(hi.tolist(), lo.tolist(), batch.ipv6.weights.tolist(), batch.ipv6.event_ms.tolist()):
+        out[str(ipaddress.IPv6Address((high << 64) | low))] = (w, t)
     return out
 
 
@@ -88,13 +93,15 @@ def test_family_split_on_real_records() -> None:
     assert [i for i, r in enumerate(v4.reasons) if r is not None] == v6_rows
     assert {r for r in v4.reasons if r} == {"wrong_family"} and len(v4.ipv6) == 0
     assert v4.ipv4.keys.dtype == np.uint32 and v4.ipv4.weights.dtype == np.int64 and v4.ipv4.event_ms.dtype == np.int64
-    assert v4.ipv4.keys.tolist() == [int(ipaddress.IPv4Address(json.loads(records[i])["ip_src"])) for i in v4.ipv4.index.tolist()]
+    assert v4.ipv4.keys.tolist() == [
+        int(ipaddress.IPv4Address(json.loads(records[i])["ip_src"])) for i in v4.ipv4.index.tolist()
+    ]
     v6 = FlowJsonDecoder("pmacct", family="ipv6").decode_many(records)
     assert v6.ipv6.index.tolist() == v6_rows and len(v6.ipv4) == 0
     hi, lo = v6.ipv6.keys
     assert hi.dtype == lo.dtype == np.uint64
     want = [int(ipaddress.IPv6Address(json.loads(records[i])["ip_src"])) for i in v6_rows]
-    assert [(h << 64) | l for h, l in zip(hi.tolist(), lo.tolist())] == want
+    assert [(high << 64) | low for high, low in zip(hi.tolist(), lo.tolist())] == want
     assert v6.dead_letters() == [(i, "wrong_family") for i in range(len(records)) if i not in v6_rows]
 
 
@@ -104,7 +111,7 @@ def test_real_capture_samples() -> None:
     syn = FlowJsonDecoder("pmacct", weight="bytes").decode_many(fixture("pmacct-ipfix-synack-head"))
     assert syn.reasons == [None] * 100 and len(syn.ipv4) == 100
     assert syn.ipv4.weights.min() >= 40  # TCP SYN-ACKs: at least the 40 header bytes
-    day = dt.datetime(2021, 6, 5, tzinfo=dt.timezone.utc).timestamp() * 1000
+    day = dt.datetime(2021, 6, 5, tzinfo=dt.UTC).timestamp() * 1000
     assert (syn.ipv4.event_ms >= day).all() and (syn.ipv4.event_ms < day + 86_400_000).all()
     isakmp = FlowJsonDecoder("goflow2").decode_many(fixture("goflow2-ipfix-isakmp-head"))
     assert isakmp.reasons == [None] * 30
@@ -114,8 +121,11 @@ def test_real_capture_samples() -> None:
 def test_json_lines_file_counts_bad_lines(tmp_path: Path) -> None:
     """iter_flow_file decodes a JSON-lines file in chunks and counts the bad lines per reason."""
     path = tmp_path / "flows.jsonl"
-    path.write_bytes((DATA / "pmacct-ipfix-mixed.jsonl").read_bytes() + b"\n\nnot json\r\n"
-                     + b'{"ip_src": "10.0.0.1", "packets": -1, "bytes": 5}\n')
+    path.write_bytes(
+        (DATA / "pmacct-ipfix-mixed.jsonl").read_bytes()
+        + b"\n\nnot json\r\n"
+        + b'{"ip_src": "10.0.0.1", "packets": -1, "bytes": 5}\n'
+    )
     skips = SkipCounter()
     batches = list(iter_flow_file(path, FlowJsonDecoder("pmacct", family="both"), skips, chunk_size=4))
     assert [len(b.reasons) for b in batches] == [4, 4]
@@ -126,9 +136,19 @@ def test_json_lines_file_counts_bad_lines(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------
 # crafted bad records
 
-GOOD = {"event_type": "purge", "ip_src": "192.0.2.10", "ip_dst": "198.51.100.7", "port_src": 5353, "port_dst": 53,
-        "ip_proto": "udp", "timestamp_start": "2026-11-30 01:55:00.250000",
-        "timestamp_end": "2026-11-30 01:55:00.370000", "packets": 3, "bytes": 204, "writer_id": "flows/3250"}
+GOOD = {
+    "event_type": "purge",
+    "ip_src": "192.0.2.10",
+    "ip_dst": "198.51.100.7",
+    "port_src": 5353,
+    "port_dst": 53,
+    "ip_proto": "udp",
+    "timestamp_start": "2026-11-30 01:55:00.250000",
+    "timestamp_end": "2026-11-30 01:55:00.370000",
+    "packets": 3,
+    "bytes": 204,
+    "writer_id": "flows/3250",
+}
 
 
 def changed(base: dict, **change) -> bytes:
@@ -264,8 +284,13 @@ def test_zero_and_missing_times() -> None:
 
 def test_epoch_times() -> None:
     d = FlowJsonDecoder("pmacct")
-    cases = {"1796003700.250000": 1796003700250, "1796003700": 1796003700000, "1796003700.2": 1796003700200,
-             "1796003700.999999999": 1796003700999, 1796003700: 1796003700000}
+    cases = {
+        "1796003700.250000": 1796003700250,
+        "1796003700": 1796003700000,
+        "1796003700.2": 1796003700200,
+        "1796003700.999999999": 1796003700999,
+        1796003700: 1796003700000,
+    }
     for value, ms in cases.items():
         assert d.decode(rec(timestamp_start=value)).ipv4.event_ms.tolist() == [ms], value
 
@@ -276,7 +301,7 @@ def test_time_parser_matches_the_standard_library() -> None:
     rng = random.Random(12)
     strs, want = [], []
     for _ in range(3000):
-        t = dt.datetime(1971, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=rng.randrange(10**17))
+        t = dt.datetime(1971, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=rng.randrange(10**17))
         text = t.strftime("%Y-%m-%d") + rng.choice(" T") + t.strftime("%H:%M:%S")
         digits = rng.randrange(10)
         frac = f"{t.microsecond:06d}{rng.randrange(1000):03d}"[:digits]
@@ -284,7 +309,9 @@ def test_time_parser_matches_the_standard_library() -> None:
             text += "." + frac
         zone = rng.choice(["", "Z", "+01:00", "-05:30", "+14:00", "-00:00"])
         text += zone
-        offset = 0 if zone in ("", "Z", "-00:00") else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[4:]))
+        offset = (
+            0 if zone in ("", "Z", "-00:00") else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 60 + int(zone[4:]))
+        )
         whole = t.replace(microsecond=0) - dt.timedelta(minutes=offset)
         strs.append(text)
         want.append(int(whole.timestamp()) * 1000 + int((frac + "000")[:3]))
@@ -305,17 +332,32 @@ def test_goflow2_records() -> None:
     assert d.decode(g()).ipv4.event_ms.tolist() == [1796003700250]
     assert d.decode(g(time_flow_start_ns=0)).ipv4.event_ms.tolist() == [base["time_received_ns"] // 1_000_000]
     assert d.decode(g(time_flow_start_ns=KeyError, time_received_ns=KeyError)).ipv4.event_ms.tolist() == [-1]
-    v1 = json.dumps({"Type": "IPFIX", "TimeReceivedNs": 1796003701000000000, "TimeFlowStartNs": 1796003700250000000,
-                     "Bytes": 204, "Packets": 3, "SrcAddr": "2001:db8::5", "DstAddr": "192.0.2.1"}).encode()
+    v1 = json.dumps(
+        {
+            "Type": "IPFIX",
+            "TimeReceivedNs": 1796003701000000000,
+            "TimeFlowStartNs": 1796003700250000000,
+            "Bytes": 204,
+            "Packets": 3,
+            "SrcAddr": "2001:db8::5",
+            "DstAddr": "192.0.2.1",
+        }
+    ).encode()
     out = FlowJsonDecoder("goflow2", family="both").decode(v1)
     assert out.reasons == [None] and len(out.ipv6) == 1 and out.ipv6.event_ms.tolist() == [1796003700250]
     assert FlowJsonDecoder("goflow2", key="dst").decode(v1).ipv4.keys.tolist() == [0xC0000201]
-    for change, reason in [({"src_addr": KeyError}, "missing_field"), ({"bytes": 1.5}, "bad_counter"),
-                           ({"packets": -3}, "bad_counter"), ({"bytes": 2**63}, "counter_too_large"),
-                           ({"src_addr": "x"}, "bad_address"), ({"src_addr": "2001:db8::1"}, "wrong_family"),
-                           ({"time_flow_start_ns": "1796003700250000000"}, "bad_time"),
-                           ({"time_flow_start_ns": -1}, "bad_time"), ({"time_flow_start_ns": 999_999}, "bad_time"),
-                           ({"time_flow_start_ns": 2**64}, "bad_time")]:
+    for change, reason in [
+        ({"src_addr": KeyError}, "missing_field"),
+        ({"bytes": 1.5}, "bad_counter"),
+        ({"packets": -3}, "bad_counter"),
+        ({"bytes": 2**63}, "counter_too_large"),
+        ({"src_addr": "x"}, "bad_address"),
+        ({"src_addr": "2001:db8::1"}, "wrong_family"),
+        ({"time_flow_start_ns": "1796003700250000000"}, "bad_time"),
+        ({"time_flow_start_ns": -1}, "bad_time"),
+        ({"time_flow_start_ns": 999_999}, "bad_time"),
+        ({"time_flow_start_ns": 2**64}, "bad_time"),
+    ]:
         assert d.decode(g(**change)).reasons == [reason], change
 
 
@@ -343,11 +385,22 @@ def test_str_records_and_crlf_lines() -> None:
     assert split_json_lines(b"a\r\n\n  \nb") == [b"a", b"b"]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"schema": "nfdump"}, {"key": "both"}, {"weight": "flows"}, {"family": "ipv5"}, {"max_counter": 0},
-    {"max_counter": True}, {"max_counter": 1 << 62}, {"max_record_bytes": 8}, {"time_fields": ()},
-    {"time_fields": "timestamp_start"}, {"time_fields": ("",)},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"schema": "nfdump"},
+        {"key": "both"},
+        {"weight": "flows"},
+        {"family": "ipv5"},
+        {"max_counter": 0},
+        {"max_counter": True},
+        {"max_counter": 1 << 62},
+        {"max_record_bytes": 8},
+        {"time_fields": ()},
+        {"time_fields": "timestamp_start"},
+        {"time_fields": ("",)},
+    ],
+)
 def test_bad_options_are_refused(kwargs) -> None:
     with pytest.raises(ValueError, match="FlowJsonDecoder"):
         FlowJsonDecoder(**kwargs)
@@ -369,10 +422,15 @@ def _same_batch(a: fj.FlowBatch, b: fj.FlowBatch) -> None:
 # that parses to an object, plus good variants (zero or absent first times, integer times, IPv6).
 _OBJECT_LEVEL = [v for v, r in BAD if v and r not in ("empty", "oversized", "invalid_utf8", "bad_json")]
 _GOOD_VARIANTS = [
-    rec(), rec(ip_src="192.0.2.77", packets=1, bytes=1), rec(ip_src="2001:db8::9"),
-    rec(timestamp_start="0000-00-00 00:00:00.000000"), rec(timestamp_start=KeyError),
-    rec(timestamp_start=0, timestamp_end="2026-11-30 01:55:01.5"), rec(timestamp_start=1796003700),
-    rec(timestamp_start="1796003700.250000"), rec(timestamp_start="2026-11-30T01:55:00Z"),
+    rec(),
+    rec(ip_src="192.0.2.77", packets=1, bytes=1),
+    rec(ip_src="2001:db8::9"),
+    rec(timestamp_start="0000-00-00 00:00:00.000000"),
+    rec(timestamp_start=KeyError),
+    rec(timestamp_start=0, timestamp_end="2026-11-30 01:55:01.5"),
+    rec(timestamp_start=1796003700),
+    rec(timestamp_start="1796003700.250000"),
+    rec(timestamp_start="2026-11-30T01:55:00Z"),
     rec(packets=MAX_COUNTER, bytes=MAX_COUNTER),
 ]
 
@@ -402,13 +460,29 @@ def test_columnar_goflow2_batches_match_record_by_record() -> None:
     """The same for goflow2: v2 and v1 names mixed in one batch, zero flow times, bad counters."""
     rng = random.Random(7)
     base = json.loads(fixture("goflow2-ipfix-mixed")[0])
-    v1 = {"Type": "IPFIX", "TimeReceivedNs": 1796003701000000000, "TimeFlowStartNs": 1796003700250000000,
-          "Bytes": 204, "Packets": 3, "SrcAddr": "192.0.2.5", "DstAddr": "192.0.2.1"}
-    pool = [changed(base), changed(base, time_flow_start_ns=0), changed(base, src_addr="2001:db8::1"),
-            json.dumps(v1).encode(), changed(v1, TimeFlowStartNs=0), changed(base, bytes=1.5),
-            changed(base, packets=-3), changed(base, bytes=2**63), changed(base, src_addr=KeyError),
-            changed(base, time_flow_start_ns=2**64), changed(base, time_flow_start_ns="1"),
-            changed(base, src_addr=None, SrcAddr="192.0.2.9")]
+    v1 = {
+        "Type": "IPFIX",
+        "TimeReceivedNs": 1796003701000000000,
+        "TimeFlowStartNs": 1796003700250000000,
+        "Bytes": 204,
+        "Packets": 3,
+        "SrcAddr": "192.0.2.5",
+        "DstAddr": "192.0.2.1",
+    }
+    pool = [
+        changed(base),
+        changed(base, time_flow_start_ns=0),
+        changed(base, src_addr="2001:db8::1"),
+        json.dumps(v1).encode(),
+        changed(v1, TimeFlowStartNs=0),
+        changed(base, bytes=1.5),
+        changed(base, packets=-3),
+        changed(base, bytes=2**63),
+        changed(base, src_addr=KeyError),
+        changed(base, time_flow_start_ns=2**64),
+        changed(base, time_flow_start_ns="1"),
+        changed(base, src_addr=None, SrcAddr="192.0.2.9"),
+    ]
     for family in ("ipv4", "both"):
         decoder = FlowJsonDecoder("goflow2", family=family, weight="bytes")
         for _ in range(200):

@@ -27,7 +27,9 @@ PIPELINE = ROOT / "deploy" / "flow-pipeline.sh"
 def broker():
     from stream.broker import LocalBroker
 
-    subprocess.run(["bash", str(ROOT / "deploy" / "install-flow-tools.sh")], check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        ["bash", str(ROOT / "deploy" / "install-flow-tools.sh")], check=True, capture_output=True, timeout=900
+    )
     local = LocalBroker(9092)
     local.start()
     yield local
@@ -73,10 +75,16 @@ def test_the_chain_publishes_the_captures_flows_and_stop_ends_it(broker, tmp_pat
     capture = write_mixed_pcap(tmp_path / "mixed.pcap")
     topic = f"flow-e2e-{uuid.uuid4().hex[:8]}"
     run_dir = tmp_path / "run"
-    env = {**os.environ, "DPHHH_FLOW_VAR": str(run_dir), "DPHHH_FLOW_PORT": str(free_udp_port()),
-           "DPHHH_FLOW_BOOTSTRAP": broker.bootstrap}
-    run = lambda *args: subprocess.run(["bash", str(PIPELINE), *args], env=env, capture_output=True, text=True,  # noqa: E731
-                                       timeout=120)
+    env = {
+        **os.environ,
+        "DPHHH_FLOW_VAR": str(run_dir),
+        "DPHHH_FLOW_PORT": str(free_udp_port()),
+        "DPHHH_FLOW_BOOTSTRAP": broker.bootstrap,
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(PIPELINE), *args], env=env, capture_output=True, text=True, timeout=120)
+
     try:
         started = run("start", "--topic", topic, "--refresh", "1", "--capture", str(capture))
         assert started.returncode == 0, started.stderr
@@ -86,8 +94,13 @@ def test_the_chain_publishes_the_captures_flows_and_stop_ends_it(broker, tmp_pat
         assert status.returncode == 0 and "running: nfacctd" in status.stdout and "6 flow records" in status.stdout
         clash = run("start", "--topic", topic, "--port", env["DPHHH_FLOW_PORT"])
         assert clash.returncode == 0 and "already running" in clash.stdout
-        other = subprocess.run(["bash", str(PIPELINE), "start", "--topic", topic],
-                               env={**env, "DPHHH_FLOW_VAR": str(tmp_path / "other")}, capture_output=True, text=True, timeout=60)
+        other = subprocess.run(
+            ["bash", str(PIPELINE), "start", "--topic", topic],
+            env={**env, "DPHHH_FLOW_VAR": str(tmp_path / "other")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert other.returncode == 1 and "already in use" in other.stderr
         assert pids_of(run_dir)
     finally:
@@ -99,5 +112,7 @@ def test_the_chain_publishes_the_captures_flows_and_stop_ends_it(broker, tmp_pat
     records = read_topic(broker.bootstrap, topic)
     batch = FlowJsonDecoder("pmacct", family="both", weight="bytes").decode_many(records)
     assert batch.reasons == [None] * 6
-    assert sorted(batch.ipv4.weights.tolist() + batch.ipv6.weights.tolist()) == sorted(b for _, b in expected_totals().values())
+    assert sorted(batch.ipv4.weights.tolist() + batch.ipv6.weights.tolist()) == sorted(
+        b for _, b in expected_totals().values()
+    )
     assert len(batch.ipv6) == 3 and (batch.ipv4.event_ms > 0).all()

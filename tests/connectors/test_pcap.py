@@ -40,8 +40,17 @@ def ipv4_packet(src: str, dst: str = "192.0.2.1", payload: bytes = b"\x00" * 8) 
     """A minimal IPv4 header (IHL 5, UDP) followed by ``payload``."""
     total = min(20 + len(payload), 0xFFFF)  # a jumbo test payload just saturates the length field
     header = struct.pack(
-        "!BBHHHBBH4s4s", 0x45, 0, total, 1, 0, 64, 17, 0,
-        ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed,
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        total,
+        1,
+        0,
+        64,
+        17,
+        0,
+        ipaddress.IPv4Address(src).packed,
+        ipaddress.IPv4Address(dst).packed,
     )
     return header + payload
 
@@ -389,8 +398,12 @@ def test_pcapng_sections_with_different_byte_orders(tmp_path: Path) -> None:
     """A second section may switch byte order and restarts interface numbering."""
     data = b"".join(
         [
-            shb("<"), idb("<", 101), epb("<", 0, ipv4_packet("1.0.0.1")),
-            shb(">"), idb(">", 276), idb(">", 1),
+            shb("<"),
+            idb("<", 101),
+            epb("<", 0, ipv4_packet("1.0.0.1")),
+            shb(">"),
+            idb(">", 276),
+            idb(">", 1),
             epb(">", 1, ethernet(ipv4_packet("1.0.0.2"))),
             epb(">", 0, sll2(ipv4_packet("1.0.0.3"))),
             epb(">", 2, ipv4_packet("1.0.0.4")),  # interface 2 does not exist in this section
@@ -417,9 +430,11 @@ def test_pcapng_spb_snaplen_and_original_length(tmp_path: Path) -> None:
     packet = ethernet(ipv4_packet("2.0.0.1"))
     data = b"".join(
         [
-            shb("<"), idb("<", 1, snaplen=30),
+            shb("<"),
+            idb("<", 1, snaplen=30),
             spb("<", packet[:30], orig_len=len(packet)),  # snapped inside the IPv4 header
-            shb("<"), idb("<", 1, snaplen=0),
+            shb("<"),
+            idb("<", 1, snaplen=0),
             spb("<", packet, orig_len=len(packet) + 100),  # original longer than what is stored
         ]
     )

@@ -60,9 +60,7 @@ def _lines(path: Path, chunk_size: int = 65536) -> tuple[list[list[str]], SkipCo
 def test_text_lines_strip_blank_and_comments(tmp_path: Path) -> None:
     """Lines are stripped, blank and '#' lines are dropped, CRLF and a missing final newline work."""
     path = tmp_path / "in.txt"
-    path.write_bytes(
-        b"# header\r\n1.2.3.4\r\n\r\n   \n  5.6.7.8  \n\t# indented comment\nde/by # not a comment\nlast"
-    )
+    path.write_bytes(b"# header\r\n1.2.3.4\r\n\r\n   \n  5.6.7.8  \n\t# indented comment\nde/by # not a comment\nlast")
     chunks, skips = _lines(path)
     assert chunks == [["1.2.3.4", "5.6.7.8", "de/by # not a comment", "last"]]
     assert skips.total == 0

@@ -75,8 +75,12 @@ def test_image_matches_the_pinned_flink_and_installs_dphhh() -> None:
 def test_local_cluster_configuration_matches_the_job() -> None:
     """The standalone cluster's Flink configuration exports the job's allow-listed metrics only, and its dphhh
     configuration is valid and points the job at that cluster."""
-    conf = yaml.safe_load((DEPLOY / "flink-cluster" / "config.yaml").read_text().replace("@PYTHON@", "/x")
-                          .replace("@CHECKPOINTS@", "file:///x"))
+    conf = yaml.safe_load(
+        (DEPLOY / "flink-cluster" / "config.yaml")
+        .read_text()
+        .replace("@PYTHON@", "/x")
+        .replace("@CHECKPOINTS@", "file:///x")
+    )
     assert conf["metrics"]["reporter"]["prom"]["filter"] == {"includes": ";".join(METRIC_INCLUDES)}
     assert conf["rest"]["port"] == 8081 and conf["taskmanager"]["numberOfTaskSlots"] == 1
     cfg = load_config(DEPLOY / "flink-cluster" / "cluster.toml", environ={})

@@ -12,8 +12,13 @@ SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "kafka-transactions.sh
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "DPHHH_KAFKA_PORT": "1"})
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "DPHHH_KAFKA_PORT": "1"},
+    )
 
 
 @pytest.mark.parametrize("args", [(), ("bogus",), ("find-hanging", "extra"), ("describe",), ("abort", "t", "0")])
@@ -24,9 +29,14 @@ def test_a_wrong_command_line_prints_the_usage_and_exits_2(args) -> None:
     assert result.stderr.startswith("usage: kafka-transactions.sh find-hanging")
 
 
-@pytest.mark.parametrize("args, name", [(("abort", "t", "x", "5"), "PARTITION"),
-                                        (("abort", "t", "0", "-1"), "START_OFFSET"),
-                                        (("describe-producers", "t", "1.5"), "PARTITION")])
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        (("abort", "t", "x", "5"), "PARTITION"),
+        (("abort", "t", "0", "-1"), "START_OFFSET"),
+        (("describe-producers", "t", "1.5"), "PARTITION"),
+    ],
+)
 def test_a_malformed_number_is_named_in_the_error(args, name: str) -> None:
     """A partition or offset that is not a whole number is refused with the argument named (exit 1)."""
     result = _run(*args)

@@ -13,14 +13,31 @@ from stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "dphhh.json"
 EXPORTED = set(JOB_METRICS) | set(REPORT_METRICS)
-PROMQL_WORDS = {"rate", "increase", "sum", "by", "or", "vector", "and", "on", "without", "avg", "max", "min",
-                "irate", "topk", "bool", "offset", "le"}
+PROMQL_WORDS = {
+    "rate",
+    "increase",
+    "sum",
+    "by",
+    "or",
+    "vector",
+    "and",
+    "on",
+    "without",
+    "avg",
+    "max",
+    "min",
+    "irate",
+    "topk",
+    "bool",
+    "offset",
+    "le",
+}
 
 
 def _metric_names(expr: str) -> tuple[set[str], list[str]]:
     """Metric names an expression uses, and the regexes of its ``__name__=~`` matchers."""
     regexes = re.findall(r'__name__=~"([^"]+)"', expr)
-    stripped = re.sub(r'\{[^}]*\}', "", expr)  # label matchers
+    stripped = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
     stripped = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", stripped)  # grouping labels
     stripped = re.sub(r"\[[^\]]*\]", "", stripped)  # range selectors
     words = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", stripped))
@@ -42,8 +59,12 @@ def test_dashboard_is_structurally_valid() -> None:
         assert panel["datasource"]["uid"] == uid and panel["targets"], panel["title"]
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == uid and target["expr"].strip()
-    cells = {(x, y) for p in dash["panels"] for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
-             for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])}
+    cells = {
+        (x, y)
+        for p in dash["panels"]
+        for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+        for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
+    }
     assert len(cells) == sum(p["gridPos"]["w"] * p["gridPos"]["h"] for p in dash["panels"])  # no overlap
 
 

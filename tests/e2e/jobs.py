@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -47,12 +48,21 @@ def write_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> Path:
     ``sections`` (e.g. ``window={"mode": "replay", ...}``) over those defaults."""
     topic = f"e2e-{name}-{uuid.uuid4().hex[:8]}"
     values: dict[str, dict[str, Any]] = {
-        "kafka": {"bootstrap": BOOTSTRAP, "input_topic": f"{topic}-in", "reports_topic": f"{topic}-reports",
-                  "dead_letter_topic": f"{topic}-dead", "group_id": topic},
+        "kafka": {
+            "bootstrap": BOOTSTRAP,
+            "input_topic": f"{topic}-in",
+            "reports_topic": f"{topic}-reports",
+            "dead_letter_topic": f"{topic}-dead",
+            "group_id": topic,
+        },
         "flink": {"checkpoint_dir": str(tmp_path / "checkpoints"), "checkpoint_interval_ms": 2000},
-        "output": {"ledger_dir": str(tmp_path / "ledger"), "reports_file": str(tmp_path / "reports.jsonl"),
-                   "debug_sketch_dir": str(tmp_path / "sketches"), "run_dir": str(tmp_path / "run"),
-                   "metrics_port": 0},
+        "output": {
+            "ledger_dir": str(tmp_path / "ledger"),
+            "reports_file": str(tmp_path / "reports.jsonl"),
+            "debug_sketch_dir": str(tmp_path / "sketches"),
+            "run_dir": str(tmp_path / "run"),
+            "metrics_port": 0,
+        },
     }
     for section, entries in sections.items():
         values.setdefault(section, {}).update(entries)
@@ -83,7 +93,9 @@ def publish(config: Path, messages: Iterable[tuple[int | None, bytes]]):
     return cfg, producer
 
 
-def run_replay(tmp_path: Path, config: Path, messages, timeout_s: float = 240) -> tuple[Any, subprocess.CompletedProcess]:
+def run_replay(
+    tmp_path: Path, config: Path, messages, timeout_s: float = 240
+) -> tuple[Any, subprocess.CompletedProcess]:
     """Publish ``messages`` and run the (bounded) replay job to its end; it must exit 0."""
     cfg, producer = publish(config, messages)
     producer.close()
@@ -130,8 +142,13 @@ def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int
     order with the schedule's rule written out plainly: an element counts in the window of its own
     time iff that window is in the schedule (and, live, it arrived before the window's release)."""
     i = cfg.values["input"]
-    decoder = MessageDecoder(i["format"], max_message_bytes=i["max_message_bytes"], json_field=i["json_field"],
-                             json_time_field=i["json_time_field"] or None, path_depth=cfg.hierarchy.h)
+    decoder = MessageDecoder(
+        i["format"],
+        max_message_bytes=i["max_message_bytes"],
+        json_field=i["json_field"],
+        json_time_field=i["json_time_field"] or None,
+        path_depth=cfg.hierarchy.h,
+    )
     out: dict[tuple[int, int], MisraGries] = {}
     for ts, value in messages:
         decoded = decoder.decode(value)
@@ -141,8 +158,9 @@ def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int
         start = schedule.start_of(t)
         if not schedule.in_schedule(start):
             continue
-        if schedule.mode == LIVE and not (ts < schedule.release_time(start)
-                                          and ts - schedule.max_past_ms <= t <= ts + schedule.max_future_ms):
+        if schedule.mode == LIVE and not (
+            ts < schedule.release_time(start) and ts - schedule.max_past_ms <= t <= ts + schedule.max_future_ms
+        ):
             continue
         for sid, keys in expand(np.asarray(decoded.values) if i["format"] != "path" else decoded.values, cfg):
             out.setdefault((start, sid), MisraGries(cfg.params.counters)).update(keys)
@@ -215,7 +233,9 @@ def logged_state_sizes(log_dir: Path) -> list[str]:
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 
 
-_TIMES = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
+_TIMES = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+)
 
 
 def mask_times(text: str) -> str:

@@ -15,9 +15,9 @@ import pytest
 
 from privacy.params import HHHParams
 from sketches.hierarchy import parse_hierarchy
-from tests.e2e.net import free_port
 from stream.batch import batch_report
 from stream.paths import DEMO_CAPTURE, capture
+from tests.e2e.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = capture(DEMO_CAPTURE)
@@ -28,20 +28,27 @@ def _reports(count: int) -> list[dict]:
     """Window reports of the shared capture (the batch command's reports, placed in consecutive windows)."""
     out = []
     for i in range(count):
-        report = batch_report(str(CAPTURE), input_format="auto", hierarchy=parse_hierarchy("ipv4:8,16,24,32"),
-                              params=HHHParams(epsilon=2.0, delta=1e-6, tau=600.0), seed=i)
+        report = batch_report(
+            str(CAPTURE),
+            input_format="auto",
+            hierarchy=parse_hierarchy("ipv4:8,16,24,32"),
+            params=HHHParams(epsilon=2.0, delta=1e-6, tau=600.0),
+            seed=i,
+        )
         start = 1_796_000_000_000 + 10_000 * i
-        report["window"].update({"start_ms": start, "end_ms": start + 10_000,
-                                 "start": f"window-{i}-start", "end": f"window-{i}-end"})
+        report["window"].update(
+            {"start_ms": start, "end_ms": start + 10_000, "start": f"window-{i}-start", "end": f"window-{i}-end"}
+        )
         out.append(report)
     return out
 
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    subprocess.run(["bash", str(ROOT / "deploy" / "install-debian.sh"), "chromium"], check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        ["bash", str(ROOT / "deploy" / "install-debian.sh"), "chromium"], check=True, capture_output=True, timeout=900
+    )
     return "/usr/bin/chromium"
-
 
 
 def test_dashboard_page_shows_reports_and_updates_live(chromium: str, tmp_path: Path) -> None:
@@ -53,8 +60,11 @@ def test_dashboard_page_shows_reports_and_updates_live(chromium: str, tmp_path: 
     feed = tmp_path / "reports.jsonl"
     feed.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in reports[:2]))
     port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).with_name("dphhh")), "dashboard", "--file", str(feed),
-                               "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("dphhh")), "dashboard", "--file", str(feed), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     OUTPUT.mkdir(exist_ok=True)
     try:
         deadline = time.monotonic() + 30

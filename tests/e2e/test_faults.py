@@ -39,15 +39,29 @@ from connectors.kafka_io import PackedProducer, pack_ipv4
 from stream.broker import LocalBroker
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
-from tests.e2e.jobs import (JOB, dumped, group_alive, input_log, interrupt, live_origin, logged_offsets,
-                            logged_state_sizes, offline_sketches, publish, reports, wait_for, write_config)
+from tests.e2e.jobs import (
+    JOB,
+    dumped,
+    group_alive,
+    input_log,
+    interrupt,
+    live_origin,
+    logged_offsets,
+    logged_state_sizes,
+    offline_sketches,
+    publish,
+    reports,
+    wait_for,
+    write_config,
+)
 
 SIZE = 2000  # live windows of 2 s
 
 
 def _live_config(tmp_path: Path, name: str, origin: int, **output) -> Path:
     return write_config(
-        tmp_path, name,
+        tmp_path,
+        name,
         window={"size_ms": SIZE, "origin": origin},
         privacy={"epsilon": 2.0, "delta": 1e-6, "tau": 2000.0, "counters": 256, "partitions": 2},
         flink={"checkpoint_interval_ms": output.pop("checkpoint_interval_ms", 1500)},
@@ -82,13 +96,15 @@ class Sender(threading.Thread):
         self.stop_event.set()
         self.join(timeout=60)
 
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start(config: Path, tmp_path: Path, tag: str) -> subprocess.Popen:
     log = open(tmp_path / f"job-{tag}.err", "w")
-    return subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, text=True, start_new_session=True
+    )
 
 
 def _stderr(tmp_path: Path, tag: str) -> str:
@@ -168,8 +184,12 @@ def _away_from_commits(tmp_path: Path, gap_s: float) -> None:
 
 def _hanging_transactions(topics: list[str]) -> list[str]:
     """Open transactions on ``topics`` that Kafka's coordinator no longer tracks (find-hanging)."""
-    out = subprocess.run(["bash", str(ROOT / "deploy" / "kafka-transactions.sh"), "find-hanging"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        ["bash", str(ROOT / "deploy" / "kafka-transactions.sh"), "find-hanging"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return [line for line in out.stdout.splitlines()[1:] if line.split() and line.split()[0] in topics]
 
@@ -190,8 +210,10 @@ def _check_exactly_once(tmp_path: Path, cfg, origin: int) -> int:
     assert found == [ledger.get(s) for s in starts]  # republished = the ledger's bytes
     # one ledger entry per window, nothing released twice; windows the stop (a cancel) caught between
     # their release and the commit of their report are in the ledger only: the next run republishes them
-    later = ledger.windows()[len(starts):]
-    assert ledger.windows()[: len(starts)] == starts and later == [starts[-1] + (i + 1) * SIZE for i in range(len(later))]
+    later = ledger.windows()[len(starts) :]
+    assert ledger.windows()[: len(starts)] == starts and later == [
+        starts[-1] + (i + 1) * SIZE for i in range(len(later))
+    ]
     spent = sum(json.loads(ledger.get(s))["budget"]["epsilon"] for s in starts)
     assert spent == pytest.approx(len(starts) * cfg.budget.epsilon)  # the budget total is unchanged
     got = dumped(tmp_path)
@@ -214,12 +236,18 @@ def _last_data_window(cfg) -> int:
 def _kill_broker() -> None:
     pid = int((ROOT / "var" / "kafka" / "kafka.pid").read_text().strip())
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
-             30, "the broker to die")
+    wait_for(
+        lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+        30,
+        "the broker to die",
+    )
 
 
-SCENARIOS = [(victim, moment) for victim in ("worker", "job", "broker")
-             for moment in ("mid_window", "after_release", "in_checkpoint")]
+SCENARIOS = [
+    (victim, moment)
+    for victim in ("worker", "job", "broker")
+    for moment in ("mid_window", "after_release", "in_checkpoint")
+]
 
 
 @pytest.mark.parametrize("victim, moment", SCENARIOS, ids=[f"{v}-{m}" for v, m in SCENARIOS])
@@ -229,8 +257,13 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
     delay = 4000 if moment == "in_checkpoint" else 0
     interval = 1000 if moment == "in_checkpoint" else 3000 if (victim, moment) == ("broker", "after_release") else 1500
     origin = live_origin(SIZE, 3)
-    config = _live_config(tmp_path, f"{victim}-{moment}".replace("_", "-"), origin, checkpoint_interval_ms=interval,
-                          test_checkpoint_delay_ms=delay)
+    config = _live_config(
+        tmp_path,
+        f"{victim}-{moment}".replace("_", "-"),
+        origin,
+        checkpoint_interval_ms=interval,
+        test_checkpoint_delay_ms=delay,
+    )
     cfg, producer = publish(config, [])
     producer.close()
     sender = Sender(cfg)
@@ -267,13 +300,20 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
             time.sleep(5)  # the broker stays away this long (a fault being injected, not a wait for a condition)
             LocalBroker(9092).start()
         recovered = time.time() * 1000
-        wait_for(lambda: max(ts for ts, _ in input_log(cfg)) > recovered + 2 * SIZE, 120,
-                 "two more windows of input after the recovery", every_s=1.0)  # the sender is on
+        wait_for(
+            lambda: max(ts for ts, _ in input_log(cfg)) > recovered + 2 * SIZE,
+            120,
+            "two more windows of input after the recovery",
+            every_s=1.0,
+        )  # the sender is on
         sender.stop()
         last = _last_data_window(cfg)
         try:
-            wait_for(lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)), 240,
-                     "the report of the last window with data")
+            wait_for(
+                lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)),
+                240,
+                "the report of the last window with data",
+            )
         except AssertionError as exc:  # say whether an open transaction holds the readers back
             hanging = _hanging_transactions([cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]])
             raise AssertionError(f"{exc}; hanging transactions: {hanging or 'none'}") from None
@@ -313,8 +353,11 @@ def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path
         wait_for(lambda: time.time() * 1000 > max(origin, feeding) + 4 * SIZE, 60, "four windows of input")
         sender.stop()
         last = _last_data_window(cfg)
-        wait_for(lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)), 180,
-                 "the report of the last window with data")
+        wait_for(
+            lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)),
+            180,
+            "the report of the last window with data",
+        )
     finally:
         sender.stop()
         LocalBroker(9092).start()
@@ -332,23 +375,27 @@ def test_a_full_disk_stops_the_job_cleanly(broker, tmp_path: Path) -> None:
 
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(small)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(small)], capture_output=True, text=True
+    )
     assert mounted.returncode == 0, f"the test needs root to mount a tiny tmpfs: {mounted.stderr}"
     try:
         messages, _ = _messages(_base())
         config = _config(tmp_path, "disk-full", windows=6)
-        config.write_text(config.read_text().replace(f'reports_file = "{tmp_path / "reports.jsonl"}"',
-                                                     f'reports_file = "{small / "reports.jsonl"}"'))
+        config.write_text(
+            config.read_text().replace(
+                f'reports_file = "{tmp_path / "reports.jsonl"}"', f'reports_file = "{small / "reports.jsonl"}"'
+            )
+        )
         (small / "filler").write_bytes(b"\0" * 4 * 1024)  # leaves two 4 KiB pages: room for a few reports
         cfg, producer = publish(config, messages)
         producer.close()
         job = _start(config, tmp_path, "1")
         try:
             job.wait(timeout=240)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as timeout:
             os.killpg(job.pid, signal.SIGKILL)
-            raise AssertionError(_stderr(tmp_path, "1")[-3000:])
+            raise AssertionError(_stderr(tmp_path, "1")[-3000:]) from timeout
         err = _stderr(tmp_path, "1")
         assert job.returncode == 1, err[-3000:]
         assert "No space left on device" in err and "Traceback" not in err, err[-3000:]

@@ -32,9 +32,9 @@ from connectors.pcap import iter_capture_sources_with_lengths
 from connectors.skips import SkipCounter
 from sketches.exact import exact_hhh
 from sketches.hierarchy import IPv4Hierarchy
+from stream.paths import DEMO_CAPTURE, capture
 from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, reports, write_config
 from tests.e2e.net import free_port
-from stream.paths import DEMO_CAPTURE, capture
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "deploy" / "flow-pipeline.sh"
@@ -45,8 +45,9 @@ TAU = 40_000.0
 
 @pytest.fixture(scope="module")
 def flow_tools() -> None:
-    subprocess.run(["bash", str(ROOT / "deploy" / "install-flow-tools.sh")], check=True, capture_output=True,
-                   timeout=900)
+    subprocess.run(
+        ["bash", str(ROOT / "deploy" / "install-flow-tools.sh")], check=True, capture_output=True, timeout=900
+    )
 
 
 def _capture_truth() -> tuple[np.ndarray, np.ndarray]:
@@ -58,10 +59,19 @@ def test_collector_flow_records_through_the_job(broker, flow_tools, tmp_path: Pa
     """Capture → softflowd → nfacctd → Kafka → dphhh run (flow-json, bytes): totals exact, HHH exact at a generous ε."""
     assert CAPTURE.exists(), f"shared capture missing: {CAPTURE}"
     name = f"e2e-flow-{uuid.uuid4().hex[:8]}"
-    topics = {"input_topic": f"{name}-in", "reports_topic": f"{name}-reports", "dead_letter_topic": f"{name}-dead",
-              "group_id": name, "bootstrap": BOOTSTRAP}
-    env = {**os.environ, "DPHHH_FLOW_VAR": str(tmp_path / "flow-run"), "DPHHH_FLOW_PORT": str(free_port()),
-           "DPHHH_FLOW_BOOTSTRAP": BOOTSTRAP}
+    topics = {
+        "input_topic": f"{name}-in",
+        "reports_topic": f"{name}-reports",
+        "dead_letter_topic": f"{name}-dead",
+        "group_id": name,
+        "bootstrap": BOOTSTRAP,
+    }
+    env = {
+        **os.environ,
+        "DPHHH_FLOW_VAR": str(tmp_path / "flow-run"),
+        "DPHHH_FLOW_PORT": str(free_port()),
+        "DPHHH_FLOW_BOOTSTRAP": BOOTSTRAP,
+    }
 
     def pipeline(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", str(PIPELINE), *args], env=env, capture_output=True, text=True, timeout=180)
@@ -86,9 +96,16 @@ def test_collector_flow_records_through_the_job(broker, flow_tools, tmp_path: Pa
     origin = int(by_bytes.ipv4.event_ms.min()) // HOUR * HOUR
     until = (int(by_bytes.ipv4.event_ms.max()) // HOUR + 1) * HOUR
     config = write_config(
-        tmp_path, "flow", kafka=topics,
-        input={"format": "flow-json", "flow_schema": "pmacct", "flow_key": "src", "flow_weight": "bytes",
-               "weight_cap": 1500},
+        tmp_path,
+        "flow",
+        kafka=topics,
+        input={
+            "format": "flow-json",
+            "flow_schema": "pmacct",
+            "flow_key": "src",
+            "flow_weight": "bytes",
+            "weight_cap": 1500,
+        },
         window={"mode": "replay", "size_ms": until - origin, "origin": origin, "until": until},
         privacy={"epsilon": 600.0, "delta": 1e-6, "tau": TAU, "mode": "point", "seed": 11},
     )

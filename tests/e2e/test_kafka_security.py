@@ -42,17 +42,34 @@ def secure_broker(tmp_path_factory):
 def _config(tmp_path: Path, broker: LocalBroker) -> Path:
     topic = f"sec-{uuid.uuid4().hex[:8]}"
     lines = [
-        "[kafka]", f'bootstrap = "{broker.bootstrap}"', 'security_protocol = "SASL_SSL"',
-        f'input_topic = "{topic}-in"', f'reports_topic = "{topic}-reports"', f'dead_letter_topic = "{topic}-dead"',
+        "[kafka]",
+        f'bootstrap = "{broker.bootstrap}"',
+        'security_protocol = "SASL_SSL"',
+        f'input_topic = "{topic}-in"',
+        f'reports_topic = "{topic}-reports"',
+        f'dead_letter_topic = "{topic}-dead"',
         f'group_id = "{topic}"',
-        "[kafka.extra]", '"sasl.mechanism" = "PLAIN"', '"sasl.jaas.config" = "env:DPHHH_TEST_JAAS"',
-        '"ssl.truststore.type" = "PEM"', f'"ssl.truststore.location" = "{broker.ca_file}"',
+        "[kafka.extra]",
+        '"sasl.mechanism" = "PLAIN"',
+        '"sasl.jaas.config" = "env:DPHHH_TEST_JAAS"',
+        '"ssl.truststore.type" = "PEM"',
+        f'"ssl.truststore.location" = "{broker.ca_file}"',
         '"ssl.endpoint.identification.algorithm" = ""',
-        "[window]", f"size_ms = {WINDOW}",
-        "[privacy]", "epsilon = 1.0", "delta = 1e-6", "tau = 500.0", "counters = 64",
-        "[flink]", f'checkpoint_dir = "{tmp_path / "checkpoints"}"', "checkpoint_interval_ms = 1000",
-        "[output]", f'ledger_dir = "{tmp_path / "ledger"}"', f'reports_file = "{tmp_path / "reports.jsonl"}"',
-        f'run_dir = "{tmp_path / "run"}"', "metrics_port = 0",
+        "[window]",
+        f"size_ms = {WINDOW}",
+        "[privacy]",
+        "epsilon = 1.0",
+        "delta = 1e-6",
+        "tau = 500.0",
+        "counters = 64",
+        "[flink]",
+        f'checkpoint_dir = "{tmp_path / "checkpoints"}"',
+        "checkpoint_interval_ms = 1000",
+        "[output]",
+        f'ledger_dir = "{tmp_path / "ledger"}"',
+        f'reports_file = "{tmp_path / "reports.jsonl"}"',
+        f'run_dir = "{tmp_path / "run"}"',
+        "metrics_port = 0",
     ]
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -71,38 +88,70 @@ def _logs(tmp_path: Path, *results: subprocess.CompletedProcess) -> str:
     return text
 
 
-def test_job_and_clients_work_over_sasl_ssl_without_showing_the_password(secure_broker, tmp_path: Path,
-                                                                              monkeypatch) -> None:
+def test_job_and_clients_work_over_sasl_ssl_without_showing_the_password(
+    secure_broker, tmp_path: Path, monkeypatch
+) -> None:
     """dphhh produce, the Flink job and the reports reader all pass SASL_SSL with the password from the
     environment; the job publishes one report per window and the password shows up nowhere."""
     password = secure_broker.client_password_file.read_text().strip()
     config = _config(tmp_path, secure_broker)
     env = _env(password)
     produce = subprocess.run(
-        [DPHHH, "produce", "--synthetic", "6000", "--rate", "2500", "--batch", "250", "--config", str(config),
-         "--topic", load_config(config, environ={})["kafka.input_topic"]],
-        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
+        [
+            DPHHH,
+            "produce",
+            "--synthetic",
+            "6000",
+            "--rate",
+            "2500",
+            "--batch",
+            "250",
+            "--config",
+            str(config),
+            "--topic",
+            load_config(config, environ={})["kafka.input_topic"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
     )
     assert produce.returncode == 0, produce.stderr[-3000:]
     monkeypatch.setenv("DPHHH_TEST_JAAS", env["DPHHH_TEST_JAAS"])  # the env: reference, in this process
     cfg = load_config(config, environ={})
-    stamps = [ts for ts, _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.input_topic"],
-                                                     idle_timeout_s=3)]
+    stamps = [
+        ts for ts, _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.input_topic"], idle_timeout_s=3)
+    ]
     assert len(stamps) == 6000 // 250
     first, last = min(stamps) // WINDOW * WINDOW, max(stamps) // WINDOW * WINDOW
     expected = list(range(first, last + WINDOW, WINDOW))
     assert len(expected) >= 2  # the stream spans several windows (2.4 s of input at 2500 addresses/s)
     # a replay of exactly those windows (arrival times set by the broker: `dphhh produce` made the topic)
-    config.write_text(config.read_text().replace(
-        f"[window]\nsize_ms = {WINDOW}\n",
-        f'[window]\nmode = "replay"\nsize_ms = {WINDOW}\norigin = {first}\nuntil = {last + WINDOW}\n'))
-    run = subprocess.run([DPHHH, "run", "--feed", "no", "--config", str(config)],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    config.write_text(
+        config.read_text().replace(
+            f"[window]\nsize_ms = {WINDOW}\n",
+            f'[window]\nmode = "replay"\nsize_ms = {WINDOW}\norigin = {first}\nuntil = {last + WINDOW}\n',
+        )
+    )
+    run = subprocess.run(
+        [DPHHH, "run", "--feed", "no", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
 
-    reports = subprocess.run([DPHHH, "reports", "--json", "--config", str(config),
-                              "--topic", cfg["kafka.reports_topic"]],
-                             capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    reports = subprocess.run(
+        [DPHHH, "reports", "--json", "--config", str(config), "--topic", cfg["kafka.reports_topic"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert reports.returncode == 0, reports.stderr[-3000:]
     starts = [json.loads(line)["window"]["start_ms"] for line in reports.stdout.splitlines() if line.strip()]
     assert starts == expected
@@ -115,8 +164,14 @@ def test_wrong_password_is_refused_with_a_clear_message(secure_broker, tmp_path:
     neither a traceback nor the password it tried."""
     config = _config(tmp_path, secure_broker)
     wrong = f"wrong-{uuid.uuid4().hex}"
-    result = subprocess.run([DPHHH, "produce", "--synthetic", "10", "--config", str(config), "--topic", "sec-denied"],
-                            capture_output=True, text=True, timeout=60, env=_env(wrong), cwd=tmp_path)
+    result = subprocess.run(
+        [DPHHH, "produce", "--synthetic", "10", "--config", str(config), "--topic", "sec-denied"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(wrong),
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     assert "refused the connection" in result.stderr and "Authentication failed" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and wrong not in result.stdout + result.stderr

@@ -11,10 +11,20 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.kafka_io import PackedProducer, open_client, pack_ipv4
+from connectors.kafka_io import open_client, pack_ipv4
 from stream.ledger import ReleaseLedger
-from tests.e2e.jobs import (JOB, dumped, group_alive, input_log, interrupt, live_origin, publish, reports, wait_for,
-                            write_config)
+from tests.e2e.jobs import (
+    JOB,
+    dumped,
+    group_alive,
+    input_log,
+    interrupt,
+    live_origin,
+    publish,
+    reports,
+    wait_for,
+    write_config,
+)
 
 CHECKPOINT_MS = 1000
 #: a report is readable at most this long after its scheduled release once the job runs: a clock
@@ -34,9 +44,14 @@ class ReportWatch(threading.Thread):
     def run(self) -> None:
         from kafka import KafkaConsumer
 
-        consumer = open_client(lambda **kw: KafkaConsumer(self.cfg["kafka.reports_topic"], **kw),
-                               self.cfg.kafka_client_options(), group_id=None, auto_offset_reset="earliest",
-                               isolation_level="read_committed", enable_auto_commit=False)
+        consumer = open_client(
+            lambda **kw: KafkaConsumer(self.cfg["kafka.reports_topic"], **kw),
+            self.cfg.kafka_client_options(),
+            group_id=None,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        )
         try:
             while not self.stop_event.is_set():
                 for records in consumer.poll(timeout_ms=100).values():
@@ -62,12 +77,22 @@ def test_empty_windows_are_published_on_schedule_and_a_lone_element_on_time(brok
     schedule (each within ON_TIME_S of its scheduled release once the job runs), and the window of
     that element on time too although nothing follows it."""
     size = 3000
-    config = write_config(tmp_path, "live-empty", window={"size_ms": size},
-                          privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "seed": 4},
-                          flink={"checkpoint_interval_ms": CHECKPOINT_MS})
+    config = write_config(
+        tmp_path,
+        "live-empty",
+        window={"size_ms": size},
+        privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "seed": 4},
+        flink={"checkpoint_interval_ms": CHECKPOINT_MS},
+    )
     cfg, producer = publish(config, [])
-    job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+    job = subprocess.Popen(
+        [*JOB, str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     started = time.time()
     watch = ReportWatch(cfg)
     watch.start()
@@ -78,7 +103,7 @@ def test_empty_windows_are_published_on_schedule_and_a_lone_element_on_time(brok
         producer.send_value(pack_ipv4(np.array([0xC0000237], np.uint32)))  # one element, then nothing
         producer.flush()
         origin = ReleaseLedger(tmp_path / "ledger").stored_schedule_start()
-        (arrival, _), = input_log(cfg)  # its arrival by the broker's clock decides its window
+        ((arrival, _),) = input_log(cfg)  # its arrival by the broker's clock decides its window
         lone = arrival // size * size
         wait_for(lambda: lone in watch.seen, 60, "the report of the lone element's window")
     finally:
@@ -106,25 +131,38 @@ def test_a_lagging_subtask_at_parallelism_2_holds_releases_back_and_loses_nothin
     of the schedule is published exactly once, in order, and counts every element that arrived in it."""
     size = 2000
     origin = live_origin(size, 3)
-    config = write_config(tmp_path, "live-lag", window={"size_ms": size, "origin": origin},
-                          privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "partitions": 2, "seed": 9},
-                          flink={"checkpoint_interval_ms": CHECKPOINT_MS, "parallelism": 2},
-                          output={"test_slow_decode_ms": 300})
+    config = write_config(
+        tmp_path,
+        "live-lag",
+        window={"size_ms": size, "origin": origin},
+        privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "partitions": 2, "seed": 9},
+        flink={"checkpoint_interval_ms": CHECKPOINT_MS, "parallelism": 2},
+        output={"test_slow_decode_ms": 300},
+    )
     cfg, producer = publish(config, [])
-    job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+    job = subprocess.Popen(
+        [*JOB, str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     rng = np.random.default_rng(2)
     try:
         wait_for(lambda: time.time() * 1000 > origin, 60, "the schedule's origin")
-        for step in range(40):  # 8 s: a message to each partition every 200 ms
+        for _ in range(40):  # 8 s: a message to each partition every 200 ms
             for partition in (0, 1):
                 values = rng.integers(0, 2**32, 100, dtype=np.uint64).astype(np.uint32)
                 producer._producer.send(cfg["kafka.input_topic"], value=pack_ipv4(values), partition=partition)
             producer._producer.flush()
             time.sleep(0.2)  # the stream's own pace, not a wait for a condition
         last = max(ts for ts, _ in input_log(cfg)) // size * size
-        wait_for(lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)), 180,
-                 "the report of the last window with data")
+        wait_for(
+            lambda: any(json.loads(r)["window"]["start_ms"] >= last for r in reports(cfg)),
+            180,
+            "the report of the last window with data",
+        )
     finally:
         producer.close()
         _stop(job)

@@ -46,8 +46,12 @@ def test_an_open_transaction_is_a_stall_until_it_is_committed(broker) -> None:
         producer.send(topic, b"{}")
         producer.flush()  # offset 2, in a transaction that stays open
         assert _until(lambda: probe.read() == {0: (2, 3)}, 10), probe.read()
-        shown = subprocess.run([DPHHH, "reports", "--json", "--topic", topic, "--bootstrap", "127.0.0.1:9092"],
-                               capture_output=True, text=True, timeout=120)
+        shown = subprocess.run(
+            [DPHHH, "reports", "--json", "--topic", topic, "--bootstrap", "127.0.0.1:9092"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert shown.returncode == 0 and shown.stdout == "{}\n", shown.stderr  # only the committed record
         assert f"partition 0 of {topic} has an open transaction" in shown.stderr
         watch.start()

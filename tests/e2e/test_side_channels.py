@@ -35,9 +35,18 @@ import numpy as np
 import pytest
 
 from connectors.kafka_io import pack_ipv4
-from stream.metrics_catalog import REPORT_METRICS
-from tests.e2e.jobs import (JOB, dead_letters, dumped, live_origin, mask_times, publish, report_records, sleep_until,
-                            wait_for, write_config)
+from tests.e2e.jobs import (
+    JOB,
+    dead_letters,
+    dumped,
+    live_origin,
+    mask_times,
+    publish,
+    report_records,
+    sleep_until,
+    wait_for,
+    write_config,
+)
 from tests.e2e.net import free_port
 
 SIZE = 2000
@@ -80,8 +89,13 @@ def packed_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
     if extra == "over_size_limit":
         big = np.append(big, np.uint32(0xC0000239))
     small = [rng.integers(0, 2**32, 300, dtype=np.uint64).astype(np.uint32) for _ in range(3)]
-    return [(2100, pack_ipv4(big)), (2300, pack_ipv4(small[0])), (4200, pack_ipv4(small[1])),
-            (4300, b"\x01\x02\x03"), (6100, pack_ipv4(small[2]))]
+    return [
+        (2100, pack_ipv4(big)),
+        (2300, pack_ipv4(small[0])),
+        (4200, pack_ipv4(small[1])),
+        (4300, b"\x01\x02\x03"),
+        (6100, pack_ipv4(small[2])),
+    ]
 
 
 @dataclass
@@ -136,8 +150,10 @@ def _metrics(job_text: str, report_text: str) -> tuple[set[str], dict[str, float
 #: Flink and Beam WARN lines of the job's stop whose presence follows timing, not the data: a periodic
 #: checkpoint that the final stop-with-savepoint overtakes is declined in one run and not in
 #: another, and Beam's clean-up of a Python worker environment may race the worker's own exit.
-TIMING_WARNINGS = ("Failed to trigger or complete checkpoint <n>",
-                   'DefaultJobBundleFactory [] - Error cleaning up servers urn: "beam:env:process:v1"')
+TIMING_WARNINGS = (
+    "Failed to trigger or complete checkpoint <n>",
+    'DefaultJobBundleFactory [] - Error cleaning up servers urn: "beam:env:process:v1"',
+)
 
 
 def _masked_lines(text: str, run: dict[str, str]) -> list[str]:
@@ -171,9 +187,17 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     if fmt == "json":
         inp.update({"json_field": "ip", "json_time_field": "t"})
     config = write_config(
-        tmp_path, name, input=inp,
-        window={"size_ms": SIZE, "origin": origin, "until": origin + WINDOWS * SIZE, "grace_ms": GRACE,
-                "max_future_ms": BAND, "max_past_ms": BAND},
+        tmp_path,
+        name,
+        input=inp,
+        window={
+            "size_ms": SIZE,
+            "origin": origin,
+            "until": origin + WINDOWS * SIZE,
+            "grace_ms": GRACE,
+            "max_future_ms": BAND,
+            "max_past_ms": BAND,
+        },
         privacy={"epsilon": 1.0, "tau": 50.0, "counters": 64, "partitions": 2, "seed": 77},
         flink={"checkpoint_interval_ms": 1000, "prometheus_port": str(job_port)},
         output={"metrics_port": report_port, "test_hold_s": 3.0},
@@ -181,8 +205,9 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     cfg, producer = publish(config, [])
     err = tmp_path / "job.err"
     with open(err, "w") as log:
-        job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
-                               start_new_session=True)
+        job = subprocess.Popen(
+            [*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+        )
     for offset, value in plan:
         sleep_until(origin + offset)
         producer.send_value(_resolve(value, origin))
@@ -193,8 +218,13 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     job.wait(timeout=120)
     records = report_records(cfg)
     names, values = _metrics(*scraped)
-    run = {cfg["kafka.input_topic"]: "<in>", cfg["kafka.reports_topic"]: "<reports>",
-           cfg["kafka.dead_letter_topic"]: "<dead>", cfg["kafka.group_id"]: "<group>", str(tmp_path): "<tmp>"}
+    run = {
+        cfg["kafka.input_topic"]: "<in>",
+        cfg["kafka.reports_topic"]: "<reports>",
+        cfg["kafka.dead_letter_topic"]: "<dead>",
+        cfg["kafka.group_id"]: "<group>",
+        str(tmp_path): "<tmp>",
+    }
     flink_log = "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
     totals: dict[int, int] = {}
     for (window, sid), sketch in dumped(tmp_path).items():
@@ -227,8 +257,11 @@ def assert_same_observables(x: Observed, y: Observed, own_dead_letter: tuple[str
 
 def _diff_totals(x: Observed, y: Observed) -> dict[int, int]:
     windows = set(x.window_totals) | set(y.window_totals)
-    return {w: y.window_totals.get(w, 0) - x.window_totals.get(w, 0) for w in windows
-            if y.window_totals.get(w, 0) != x.window_totals.get(w, 0)}
+    return {
+        w: y.window_totals.get(w, 0) - x.window_totals.get(w, 0)
+        for w in windows
+        if y.window_totals.get(w, 0) != x.window_totals.get(w, 0)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -236,14 +269,18 @@ def json_x(broker, tmp_path_factory) -> Observed:
     return run_live(tmp_path_factory.mktemp("json-x"), "side-json-x", "json", json_plan(None))
 
 
-@pytest.mark.parametrize("placement, window, dead_reason", [
-    ("first_window", 0, None),
-    ("late_before_stragglers", 2, None),
-    ("far_future", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
-    ("beyond_band", None, "too_far_ahead"),  # inside the schedule, beyond the band
-])
-def test_one_more_json_element_changes_no_observable(json_x, tmp_path: Path, placement: str, window: int | None,
-                                                     dead_reason: str | None) -> None:
+@pytest.mark.parametrize(
+    "placement, window, dead_reason",
+    [
+        ("first_window", 0, None),
+        ("late_before_stragglers", 2, None),
+        ("far_future", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
+        ("beyond_band", None, "too_far_ahead"),  # inside the schedule, beyond the band
+    ],
+)
+def test_one_more_json_element_changes_no_observable(
+    json_x, tmp_path: Path, placement: str, window: int | None, dead_reason: str | None
+) -> None:
     """X vs X + one element (JSON with own event times): identical observables; the element counts in
     its own window only (or is dead-lettered by its own time), every other count unchanged."""
     y = run_live(tmp_path, f"side-json-{placement.replace('_', '-')}", "json", json_plan(placement))

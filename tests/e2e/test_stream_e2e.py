@@ -23,15 +23,34 @@ from pathlib import Path
 import numpy as np
 
 from connectors.decode import MessageDecoder
-from connectors.kafka_io import create_topics, iter_committed_values, pack_ipv4
+from connectors.kafka_io import create_topics, pack_ipv4
 from privacy.window import release_sketch
 from stream.assembler import WindowAssembler, noise_source_factory, sketch_of_id
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from stream.metrics_catalog import FORBIDDEN_WORDS, JOB_METRICS, REPORT_METRICS, prometheus_name
-from tests.e2e.jobs import (DPHHH, JOB, dead_letters, dumped, group_alive, input_log, interrupt, leaked_counts,
-                            live_origin, logged_offsets, logged_state_sizes, offline_sketches, publish, replay_window,
-                            report_records, reports, run_replay, sleep_until, wait_for, write_config)
+from tests.e2e.jobs import (
+    DPHHH,
+    JOB,
+    dead_letters,
+    dumped,
+    group_alive,
+    input_log,
+    interrupt,
+    leaked_counts,
+    live_origin,
+    logged_offsets,
+    logged_state_sizes,
+    offline_sketches,
+    publish,
+    replay_window,
+    report_records,
+    reports,
+    run_replay,
+    sleep_until,
+    wait_for,
+    write_config,
+)
 from tests.e2e.net import free_port
 
 WINDOW = 10_000
@@ -42,15 +61,21 @@ BIG = 2_131  # addresses in window 0's one packed message over input.max_message
 
 
 def _window_values(rng: np.random.Generator) -> list[np.ndarray]:
-    w0 = np.concatenate([
-        (np.uint32(0x0A010000) + rng.integers(0, 2**16, 5_779, dtype=np.uint64)).astype(np.uint32),
-        np.full(3_331, CANARY, dtype=np.uint32),
-        rng.integers(0, 2**32, EXACT_SIZES[0] - 5_779 - 3_331 - BIG, dtype=np.uint64).astype(np.uint32),
-    ])
+    w0 = np.concatenate(
+        [
+            (np.uint32(0x0A010000) + rng.integers(0, 2**16, 5_779, dtype=np.uint64)).astype(np.uint32),
+            np.full(3_331, CANARY, dtype=np.uint32),
+            rng.integers(0, 2**32, EXACT_SIZES[0] - 5_779 - 3_331 - BIG, dtype=np.uint64).astype(np.uint32),
+        ]
+    )
     rng.shuffle(w0)
     w1 = rng.integers(0, 2**32, EXACT_SIZES[1], dtype=np.uint64).astype(np.uint32)
-    w3 = np.concatenate([np.full(2_500, 0x2D000001, np.uint32),
-                         rng.integers(0, 2**32, EXACT_SIZES[3] - 2_500, dtype=np.uint64).astype(np.uint32)])
+    w3 = np.concatenate(
+        [
+            np.full(2_500, 0x2D000001, np.uint32),
+            rng.integers(0, 2**32, EXACT_SIZES[3] - 2_500, dtype=np.uint64).astype(np.uint32),
+        ]
+    )
     return [w0, w1, np.empty(0, np.uint32), w3]
 
 
@@ -71,7 +96,8 @@ def _messages(base: int) -> tuple[list[tuple[int, bytes]], list[str]]:
 def _config(tmp_path: Path, name: str, *, seed: int = -1, windows: int = 4, **output) -> Path:
     """A replay of the known stream's four windows from :func:`_base` (the shared e2e settings)."""
     return write_config(
-        tmp_path, name,
+        tmp_path,
+        name,
         input={"max_message_bytes": 8192},
         window=replay_window(_base(), windows, WINDOW),
         privacy={"epsilon": 2.0, "delta": 1e-6, "tau": 2000.0, "counters": 256, "partitions": 2, "seed": seed},
@@ -121,8 +147,17 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
         for (win, sid), sketch in sorted(offline.items()):
             if win == start:
                 level, part = sketch_of_id(sid, cfg.params.partitions)
-                releases.append(release_sketch(level, part, sketch.counters(), sketch.total, params=cfg.params,
-                                               h=cfg.hierarchy.h, rng=noise_for(start, level, part)))
+                releases.append(
+                    release_sketch(
+                        level,
+                        part,
+                        sketch.counters(),
+                        sketch.total,
+                        params=cfg.params,
+                        h=cfg.hierarchy.h,
+                        rng=noise_for(start, level, part),
+                    )
+                )
         expected, _ = assembler.report(start, releases)
         assert report == expected, w
     first = json.loads(found[0])
@@ -151,12 +186,21 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
 
 def _live_config(tmp_path: Path, name: str, size: int, origin: int, **output) -> Path:
     return write_config(
-        tmp_path, name,
+        tmp_path,
+        name,
         window={"size_ms": size, "origin": origin},
-        privacy={"epsilon": 2.0, "delta": 1e-6, "tau": 2000.0, "counters": 256, "partitions": 2,
-                 "seed": output.pop("seed", -1)},
-        flink={"checkpoint_interval_ms": output.pop("checkpoint_interval_ms", 1000),
-               "prometheus_port": str(output.pop("prometheus_port", "9249-9259"))},
+        privacy={
+            "epsilon": 2.0,
+            "delta": 1e-6,
+            "tau": 2000.0,
+            "counters": 256,
+            "partitions": 2,
+            "seed": output.pop("seed", -1),
+        },
+        flink={
+            "checkpoint_interval_ms": output.pop("checkpoint_interval_ms", 1000),
+            "prometheus_port": str(output.pop("prometheus_port", "9249-9259")),
+        },
         output=output,
     )
 
@@ -180,11 +224,18 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     size = 2000
     origin = live_origin(size, 3)
     port = free_port()
-    config = _live_config(tmp_path, "fail", size, origin, fail_after_window=3, checkpoint_interval_ms=1500,
-                          prometheus_port=port)
+    config = _live_config(
+        tmp_path, "fail", size, origin, fail_after_window=3, checkpoint_interval_ms=1500, prometheus_port=port
+    )
     cfg, producer = publish(config, [])
-    job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+    job = subprocess.Popen(
+        [*JOB, str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     rng = np.random.default_rng(3)
     republished = 0.0
     try:
@@ -238,9 +289,14 @@ def test_path_hierarchy_stream(broker, tmp_path: Path) -> None:
     paths = ["de/bavaria/munich"] * 2500 + [f"fr/r{rng.integers(0, 50)}/c{rng.integers(0, 999)}" for _ in range(800)]
     rng.shuffle(paths)
     messages = [(base + i, p.encode()) for i, p in enumerate(paths)] + [(base + 5, b"de/bavaria"), (base + 6, b"a//b")]
-    config = write_config(tmp_path, "paths", input={"format": "path"}, hierarchy={"spec": "path:3"},
-                          window=replay_window(base, 1, WINDOW),
-                          privacy={"epsilon": 2.0, "tau": 1000.0, "counters": 256, "partitions": 2, "seed": 7})
+    config = write_config(
+        tmp_path,
+        "paths",
+        input={"format": "path"},
+        hierarchy={"spec": "path:3"},
+        window=replay_window(base, 1, WINDOW),
+        privacy={"epsilon": 2.0, "tau": 1000.0, "counters": 256, "partitions": 2, "seed": 7},
+    )
     cfg, _ = run_replay(tmp_path, config, messages)
     found = [json.loads(r) for r in reports(cfg)]
     assert len(found) == 1 and found[0]["params"]["hierarchy"] == "path:3"
@@ -254,12 +310,20 @@ def test_json_records_with_their_own_event_time(broker, tmp_path: Path) -> None:
     the address field is dead-lettered, one whose time is outside the replay's range too."""
     base = _base()
     now = int(time.time() * 1000)
-    rows = [{"src": "10.9.8.7" if i % 3 else f"192.0.2.{i % 200}", "t": base + (i % 2) * WINDOW + i} for i in range(3000)]
-    messages = [(now, json.dumps(r).encode()) for r in rows] + [(now, b'{"dst": "1.2.3.4", "t": 5}'),
-                                                                (now, b'{"src": "1.2.3.4", "t": 4611686018427387903}')]
-    config = write_config(tmp_path, "json", input={"format": "json", "json_field": "src", "json_time_field": "t"},
-                          window=replay_window(base, 2, WINDOW),
-                          privacy={"epsilon": 2.0, "tau": 800.0, "counters": 256, "partitions": 2, "seed": 3})
+    rows = [
+        {"src": "10.9.8.7" if i % 3 else f"192.0.2.{i % 200}", "t": base + (i % 2) * WINDOW + i} for i in range(3000)
+    ]
+    messages = [(now, json.dumps(r).encode()) for r in rows] + [
+        (now, b'{"dst": "1.2.3.4", "t": 5}'),
+        (now, b'{"src": "1.2.3.4", "t": 4611686018427387903}'),
+    ]
+    config = write_config(
+        tmp_path,
+        "json",
+        input={"format": "json", "json_field": "src", "json_time_field": "t"},
+        window=replay_window(base, 2, WINDOW),
+        privacy={"epsilon": 2.0, "tau": 800.0, "counters": 256, "partitions": 2, "seed": 3},
+    )
     cfg, _ = run_replay(tmp_path, config, messages)
     found = [json.loads(r) for r in reports(cfg)]
     assert [r["window"]["start_ms"] for r in found] == [base, base + WINDOW]
@@ -313,13 +377,15 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
     size nor input address appears, Debian's Prometheus server scrapes both endpoints and answers
     every dashboard query, and the built-in dashboard shows every window and nothing raw."""
     root = Path(__file__).resolve().parents[2]
-    subprocess.run(["bash", str(root / "deploy" / "install-debian.sh"), "prometheus"], check=True, capture_output=True,
-                   timeout=600)
+    subprocess.run(
+        ["bash", str(root / "deploy" / "install-debian.sh"), "prometheus"], check=True, capture_output=True, timeout=600
+    )
     size = 3000
     origin = live_origin(size, 3)
     job_port, report_port, prom_port = free_port(), free_port(), free_port()
     config = write_config(
-        tmp_path, "metrics",
+        tmp_path,
+        "metrics",
         input={"format": "text-ipv4"},
         window={"size_ms": size, "origin": origin},
         privacy={"epsilon": 2.0, "tau": 1500.0, "counters": 256, "partitions": 2, "seed": 11},
@@ -331,15 +397,32 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
     prom_config.write_text(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n"
         f"  - job_name: dphhh-job\n    static_configs:\n      - targets: ['127.0.0.1:{job_port}']\n"
-        f"  - job_name: dphhh-reports\n    static_configs:\n      - targets: ['127.0.0.1:{report_port}']\n")
-    job = subprocess.Popen([*JOB, str(config)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+        f"  - job_name: dphhh-reports\n    static_configs:\n      - targets: ['127.0.0.1:{report_port}']\n"
+    )
+    job = subprocess.Popen(
+        [*JOB, str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     dashboard_port = free_port()
-    dashboard_proc = subprocess.Popen([DPHHH, "dashboard", "--topic", cfg["kafka.reports_topic"], "--port",
-                                       str(dashboard_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dashboard_proc = subprocess.Popen(
+        [DPHHH, "dashboard", "--topic", cfg["kafka.reports_topic"], "--port", str(dashboard_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     prometheus = subprocess.Popen(
-        ["prometheus", f"--config.file={prom_config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "prometheus",
+            f"--config.file={prom_config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rng = np.random.default_rng(11)
     heavy = ["198.18.7.77"] * 1_731 + ["10.1.2.3"] * 977  # the canary above tau: an HHH of windows 0 and 2
     try:
@@ -352,8 +435,9 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
             producer.flush()
         producer.close()
         final = origin + 5 * size  # windows 0..4 reported (3 and 4 empty)
-        wait_for(lambda: any(json.loads(r)["window"]["start_ms"] >= final - size for r in reports(cfg)), 180,
-                 "five reports")
+        wait_for(
+            lambda: any(json.loads(r)["window"]["start_ms"] >= final - size for r in reports(cfg)), 180, "five reports"
+        )
         scraped = {port: _scrape(port) for port in (job_port, report_port)}
         names = {port: exported_names(text) for port, text in scraped.items()}
         for port, catalogue in ((job_port, JOB_METRICS), (report_port, REPORT_METRICS)):  # allow-lists
@@ -361,8 +445,11 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
             assert not unknown, unknown
         for word in FORBIDDEN_WORDS:
             assert not [n for n in names[job_port] | names[report_port] if word.lower() in n.lower()], word
-        expected = {prometheus_name("release", "windows_released"), prometheus_name("decode", "dead_letters_bad_ipv4"),
-                    "flink_jobmanager_job_numRestarts"}
+        expected = {
+            prometheus_name("release", "windows_released"),
+            prometheus_name("decode", "dead_letters_bad_ipv4"),
+            "flink_jobmanager_job_numRestarts",
+        }
         assert expected <= names[job_port], expected - names[job_port]
         per_prefix = {"dphhh_report_hhh_count"}  # a series per prefix of the latest report: none if it has none
         assert {_base_name(m) for m in set(REPORT_METRICS) - per_prefix} <= {_base_name(n) for n in names[report_port]}
@@ -390,7 +477,9 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
 
         def scraped_by_prometheus() -> bool:
             seen = _prometheus_query(prom_port, "dphhh_reports_total") or []
-            released = _prometheus_query(prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released")
+            released = _prometheus_query(
+                prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
+            )
             return bool(seen) and float(seen[0]["value"][1]) >= 2 and bool(released)
 
         wait_for(scraped_by_prometheus, 60, "Prometheus to scrape the job and the report metrics")
@@ -463,10 +552,29 @@ def test_job_runs_on_a_standalone_cluster_with_two_taskmanagers(broker, tmp_path
         cfg_cli, producer = publish(again, messages)
         producer.close()
         submitted = subprocess.run(
-            ["bash", str(flink), "run", "-m", "127.0.0.1:8081", "-pyexec", sys.executable, "-pyclientexec",
-             sys.executable, "-pym", "stream.flink_entry", "--config", str(again), "--run-dir", str(tmp_path / "cli-run")],
-            capture_output=True, text=True, timeout=240, cwd=tmp_path,
-            env={**os.environ, "FLINK_CONF_DIR": str(root / "var" / "flink-cluster" / "conf")})
+            [
+                "bash",
+                str(flink),
+                "run",
+                "-m",
+                "127.0.0.1:8081",
+                "-pyexec",
+                sys.executable,
+                "-pyclientexec",
+                sys.executable,
+                "-pym",
+                "stream.flink_entry",
+                "--config",
+                str(again),
+                "--run-dir",
+                str(tmp_path / "cli-run"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=tmp_path,
+            env={**os.environ, "FLINK_CONF_DIR": str(root / "var" / "flink-cluster" / "conf")},
+        )
         assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
         assert [json.loads(r)["window"]["start_ms"] for r in reports(cfg_cli)] == starts
     finally:

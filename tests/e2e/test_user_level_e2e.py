@@ -67,17 +67,45 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
     deployment's budget are refused, on schedule, with nothing data-derived in them."""
     name = f"e2e-user-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "job.toml"
-    config.write_text("\n".join([
-        "[kafka]", f'bootstrap = "{BOOTSTRAP}"', f'input_topic = "{name}-in"', f'reports_topic = "{name}-reports"',
-        f'dead_letter_topic = "{name}-dead"', f'group_id = "{name}"',
-        "[input]", 'format = "packed-ipv4-pairs"',
-        "[window]", 'mode = "replay"', f"size_ms = {WINDOW}", f"origin = {_base()}", f"until = {_base() + 4 * WINDOW}",
-        "[privacy]", "epsilon = 2.0", "delta = 1e-6", "tau = 1500.0", "counters = 256", "partitions = 2",
-        'unit_key = "source-ipv4"', f"unit_cap = {CAP}", "budget_epsilon = 6.0", 'budget_period = "deployment"',
-        "[flink]", f'checkpoint_dir = "{tmp_path / "checkpoints"}"', "checkpoint_interval_ms = 2000",
-        "[output]", f'ledger_dir = "{tmp_path / "ledger"}"', f'reports_file = "{tmp_path / "reports.jsonl"}"',
-        f'debug_sketch_dir = "{tmp_path / "sketches"}"', f'run_dir = "{tmp_path / "run"}"', "metrics_port = 0",
-    ]) + "\n")
+    config.write_text(
+        "\n".join(
+            [
+                "[kafka]",
+                f'bootstrap = "{BOOTSTRAP}"',
+                f'input_topic = "{name}-in"',
+                f'reports_topic = "{name}-reports"',
+                f'dead_letter_topic = "{name}-dead"',
+                f'group_id = "{name}"',
+                "[input]",
+                'format = "packed-ipv4-pairs"',
+                "[window]",
+                'mode = "replay"',
+                f"size_ms = {WINDOW}",
+                f"origin = {_base()}",
+                f"until = {_base() + 4 * WINDOW}",
+                "[privacy]",
+                "epsilon = 2.0",
+                "delta = 1e-6",
+                "tau = 1500.0",
+                "counters = 256",
+                "partitions = 2",
+                'unit_key = "source-ipv4"',
+                f"unit_cap = {CAP}",
+                "budget_epsilon = 6.0",
+                'budget_period = "deployment"',
+                "[flink]",
+                f'checkpoint_dir = "{tmp_path / "checkpoints"}"',
+                "checkpoint_interval_ms = 2000",
+                "[output]",
+                f'ledger_dir = "{tmp_path / "ledger"}"',
+                f'reports_file = "{tmp_path / "reports.jsonl"}"',
+                f'debug_sketch_dir = "{tmp_path / "sketches"}"',
+                f'run_dir = "{tmp_path / "run"}"',
+                "metrics_port = 0",
+            ]
+        )
+        + "\n"
+    )
     cfg = load_config(config, environ={})
     base = _base()
     messages = _messages(base)

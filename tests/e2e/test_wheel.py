@@ -44,8 +44,12 @@ def _files(folder: Path) -> set[str]:
 def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path: Path) -> None:
     assert ROOT is not None
     dist = tmp_path / "dist"
-    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     wheels = list(dist.glob("dphhh-*.whl"))
     assert len(wheels) == 1, wheels
@@ -53,11 +57,21 @@ def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path: Path) -
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "dphhh-test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheels[0])],
-                               capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheels[0])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     before = _files(site)
 
@@ -65,12 +79,19 @@ def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path: Path) -
     work.mkdir()
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPHHH_") and k != "PYTHONPATH"}
-    where = subprocess.run([str(python), "-c", "import stream, privacy; print(stream.__file__, privacy.__file__)"],
-                           capture_output=True, text=True, check=True, cwd=work, env=env).stdout
+    where = subprocess.run(
+        [str(python), "-c", "import stream, privacy; print(stream.__file__, privacy.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=work,
+        env=env,
+    ).stdout
     assert str(ROOT) not in where and str(site) in where, where  # the wheel's copy, not the checkout
     env.update(DPHHH_HOME=str(home), DPHHH_KAFKA_BOOTSTRAP=f"127.0.0.1:{_free_port_pair()}")
-    demo = subprocess.run([str(venv / "bin" / "dphhh"), "demo"], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=900)
+    demo = subprocess.run(
+        [str(venv / "bin" / "dphhh"), "demo"], cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
     out = demo.stdout + demo.stderr
     assert demo.returncode == 0, out[-5000:]
 

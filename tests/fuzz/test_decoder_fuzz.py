@@ -30,10 +30,16 @@ def _ipv4_text() -> st.SearchStrategy[bytes]:
 
 
 def _json_message() -> st.SearchStrategy[bytes]:
-    value = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=20), _ipv4_text().map(bytes.decode))
+    value = st.one_of(
+        st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.text(max_size=20), _ipv4_text().map(bytes.decode)
+    )
     obj = st.dictionaries(st.sampled_from(["ip", "src", "ts", "t", "x"]), value, max_size=4)
-    return st.one_of(obj.map(lambda d: json.dumps(d).encode()), st.text(max_size=40).map(str.encode),
-                     st.just(b"[" * 5000), st.just(b'{"ip": "1.2.3.4", "ts": 1e400}'))
+    return st.one_of(
+        obj.map(lambda d: json.dumps(d).encode()),
+        st.text(max_size=40).map(str.encode),
+        st.just(b"[" * 5000),
+        st.just(b'{"ip": "1.2.3.4", "ts": 1e400}'),
+    )
 
 
 def _path_message() -> st.SearchStrategy[bytes]:
@@ -43,21 +49,24 @@ def _path_message() -> st.SearchStrategy[bytes]:
 
 MESSAGES = st.one_of(
     st.none(),
-    st.binary(max_size=40),                                                   # random bytes
-    st.binary(min_size=1, max_size=10).map(lambda b: b * 4),                  # plausible packed batches
+    st.binary(max_size=40),  # random bytes
+    st.binary(min_size=1, max_size=10).map(lambda b: b * 4),  # plausible packed batches
     st.binary(min_size=4, max_size=64).map(lambda b: b[: len(b) - len(b) % 4 + 1]),  # truncated
-    st.binary(min_size=MAX_BYTES + 1, max_size=MAX_BYTES + 40),               # oversized
+    st.binary(min_size=MAX_BYTES + 1, max_size=MAX_BYTES + 40),  # oversized
     st.sampled_from([b"\xff\xfe", b"\xc3\x28", b"10.0.0.1\x00", b"::1", b"2001:db8::1", b"fe80::1%eth0"]),
-    _ipv4_text(), _json_message(), _path_message(),
-    st.just(TICK),                                                            # the live job's clock record
+    _ipv4_text(),
+    _json_message(),
+    _path_message(),
+    st.just(TICK),  # the live job's clock record
 )
 
 
 def _decoders() -> list[MessageDecoder]:
     out = []
     for fmt in FORMATS:
-        out.append(MessageDecoder(fmt, max_message_bytes=MAX_BYTES, json_field="ip", json_time_field="ts",
-                                  path_depth=3))
+        out.append(
+            MessageDecoder(fmt, max_message_bytes=MAX_BYTES, json_field="ip", json_time_field="ts", path_depth=3)
+        )
     out.append(MessageDecoder("json", max_message_bytes=MAX_BYTES, json_field="src"))
     out.append(MessageDecoder("json", max_message_bytes=MAX_BYTES, json_field="ip", unit_field="src"))
     return out
@@ -80,16 +89,19 @@ def test_no_decoder_raises_and_every_reason_is_known(messages: list[bytes | None
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 50_000)), MESSAGES), max_size=30),
-       st.sampled_from(["live", "replay"]))
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 50_000)), MESSAGES), max_size=30),
+    st.sampled_from(["live", "replay"]),
+)
 def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None, bytes | None]], mode: str) -> None:
     """Each message of a batch is skipped (a clock record), dead-lettered or kept — exactly one of them,
     by its own content and times only — and the kept ones keep all their values (good records in a
     batch with bad ones are not lost)."""
     timestamps = [t for t, _ in items]
     messages = [m for _, m in items]
-    schedule = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=100, until_ms=40_000,
-                               max_future_ms=3000, max_past_ms=3000)
+    schedule = ReleaseSchedule(
+        size_ms=1000, origin_ms=2000, mode=mode, grace_ms=100, until_ms=40_000, max_future_ms=3000, max_past_ms=3000
+    )
     for decoder in _decoders():
         out = decode_batch(pack_batch(timestamps, messages), decoder, schedule)
         ticks = [is_tick(m) for m in messages]

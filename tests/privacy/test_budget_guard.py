@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,7 +15,7 @@ HOUR = 3_600_000
 
 def _ms(text: str) -> int:
     """Epoch milliseconds of an ISO UTC timestamp."""
-    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def test_day_allows_exactly_the_windows_that_fit() -> None:
@@ -95,7 +95,9 @@ def test_delta_can_be_the_exhausted_part() -> None:
     day = _ms("2026-11-30T00:00:00")
     got = [guard.decide(day + k * HOUR, HOUR, per, day) for k in range(4)]
     assert [d.allowed for d in got] == [True, True, True, False]
-    assert got[3].reason == "privacy budget of day 2026-11-30 (UTC) exhausted: 3 windows of δ=1e-06 spent of 3e-06 total"
+    assert (
+        got[3].reason == "privacy budget of day 2026-11-30 (UTC) exhausted: 3 windows of δ=1e-06 spent of 3e-06 total"
+    )
     assert got[3].windows_allowed == 3
 
 

@@ -119,8 +119,17 @@ SETTINGS = [
 def _reports(calibration: str, variant: str, partitions: int, mode: str, epsilon: float = 1.0):
     sketches = LevelSketches(HIERARCHY, 1024, partitions)
     sketches.update(VALUES)
-    params = HHHParams(epsilon=epsilon, delta=1e-6, tau=1000, beta=BETA, counters=1024, partitions=partitions,
-                       variant=variant, mode=mode, calibration=calibration)
+    params = HHHParams(
+        epsilon=epsilon,
+        delta=1e-6,
+        tau=1000,
+        beta=BETA,
+        counters=1024,
+        partitions=partitions,
+        variant=variant,
+        mode=mode,
+        calibration=calibration,
+    )
     for seed in range(RUNS):
         yield release_window(sketches, params, rng=seed)
 

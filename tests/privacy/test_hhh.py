@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from dataclasses import replace
 
 from privacy.budget import window_ledger
 from privacy.calibration import WindowCalibration
@@ -66,8 +65,9 @@ def test_tight_conservative_mode_uses_the_interval_margin_and_subtracts_value_mi
     """Tight: select iff f̃ + B + n̂/(κ+1) > τ − α1, subtract C̃ − B (docs/calibration.md §4)."""
     releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 400}, n_upper=90), _rel(1, {"10.0.0.0": 1000}, n_upper=90)]
     # α1 = 50 + 9 = 59; margin = B + 9 = 29: select iff f̃ > 500 − 59 − 29 = 412 (paper: f̃ > 382)
-    items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9, name="tight"), root_value=1500,
-                        mode="conservative")
+    items = extract_hhh(
+        releases, H2, tau=500, calibration=_cal(50, 9, name="tight"), root_value=1500, mode="conservative"
+    )
     by = {i.prefix: i for i in items}
     assert "10.2.0.0/16" not in by  # 400 + 29 <= 441; the paper's margin selects it (400 + 59 > 441)
     assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 20))
@@ -105,8 +105,9 @@ def test_size_upper_bound_and_root_estimate() -> None:
 def test_size_bound_covers_true_sizes_at_rate_beta(partitions: int) -> None:
     """Over many noisy releases a released size is more than S from the true size in at most a
     β_n/(releases) fraction (the slack's two-sided union bound)."""
-    from privacy.stream_size import noisy_size
     from privacy.randomness import SeededRandomSource
+    from privacy.stream_size import noisy_size
+
     cal = WindowCalibration.of(HHHParams(epsilon=0.1, delta=1e-6, tau=1, partitions=partitions, beta=0.5), 4)
     src = SeededRandomSource(9)
     misses = sum(abs(noisy_size(1000, scale=cal.size_scale, source=src) - 1000) > cal.size_slack for _ in range(4000))

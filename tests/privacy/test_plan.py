@@ -27,14 +27,17 @@ def test_default_alpha2_is_at_most_065_of_the_papers(capsys: pytest.CaptureFixtu
     tight = make_plan(PlanInputs(n=76_000, epsilon=1.0, delta=1e-6, h=4))
     paper = make_plan(PlanInputs(n=76_000, epsilon=1.0, delta=1e-6, h=4, calibration="paper"))
     with capsys.disabled():
-        print(f"\nalpha2 tight={tight['alpha2']} paper={paper['alpha2']} ratio={tight['alpha2'] / paper['alpha2']:.3f}; "
-              f"alpha1 tight={tight['alpha1']} paper={paper['alpha1']}")
+        print(
+            f"\nalpha2 tight={tight['alpha2']} paper={paper['alpha2']} ratio={tight['alpha2'] / paper['alpha2']:.3f}; "
+            f"alpha1 tight={tight['alpha1']} paper={paper['alpha1']}"
+        )
     assert tight["alpha2"] <= 0.65 * paper["alpha2"]
     assert tight["alpha1"] < paper["alpha1"] and tight["threshold"] < paper["threshold"]
 
 
-@pytest.mark.parametrize("calibration, variant, partitions", [("tight", "fresh", 1), ("tight", "reuse", 2),
-                                                              ("paper", "fresh", 1)])
+@pytest.mark.parametrize(
+    "calibration, variant, partitions", [("tight", "fresh", 1), ("tight", "reuse", 2), ("paper", "fresh", 1)]
+)
 def test_plan_numbers_equal_a_reports(calibration: str, variant: str, partitions: int) -> None:
     """α2, T* and B of the plan are the report's; α1 too, once the report's noisy size is put in."""
     hierarchy = IPv4Hierarchy()
@@ -42,11 +45,31 @@ def test_plan_numbers_equal_a_reports(calibration: str, variant: str, partitions
     values = rng.integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32)
     sketches = LevelSketches(hierarchy, 256, partitions)
     sketches.update(values)
-    params = HHHParams(epsilon=2.0, delta=1e-7, tau=900, beta=0.1, counters=256, partitions=partitions,
-                       variant=variant, calibration=calibration)
+    params = HHHParams(
+        epsilon=2.0,
+        delta=1e-7,
+        tau=900,
+        beta=0.1,
+        counters=256,
+        partitions=partitions,
+        variant=variant,
+        calibration=calibration,
+    )
     report = release_window(sketches, params, rng=3)
-    plan = make_plan(PlanInputs(n=values.size, epsilon=2.0, delta=1e-7, h=4, tau=900, beta=0.1, counters=256,
-                                partitions=partitions, variant=variant, calibration=calibration))
+    plan = make_plan(
+        PlanInputs(
+            n=values.size,
+            epsilon=2.0,
+            delta=1e-7,
+            h=4,
+            tau=900,
+            beta=0.1,
+            counters=256,
+            partitions=partitions,
+            variant=variant,
+            calibration=calibration,
+        )
+    )
     g = report["guarantees"]
     assert (plan["alpha2"], plan["threshold"], plan["noise_bound"]) == (g["alpha2"], g["threshold"], g["noise_bound"])
     if partitions == 1:  # the report's α1 uses n̂ = ñ + S; the plan's uses n + S
@@ -55,8 +78,10 @@ def test_plan_numbers_equal_a_reports(calibration: str, variant: str, partitions
     assert plan["coverage_holds"] == (plan["coverage_min_tau"] <= 900)
 
 
-@pytest.mark.parametrize("variant, mode, tau", [("fresh", "point", 400.0), ("fresh", "conservative", 700.0),
-                                                ("reuse", "point", 300.0), ("fresh", "point", None)])
+@pytest.mark.parametrize(
+    "variant, mode, tau",
+    [("fresh", "point", 400.0), ("fresh", "conservative", 700.0), ("reuse", "point", 300.0), ("fresh", "point", None)],
+)
 def test_detectable_agrees_with_simulation(variant: str, mode: str, tau: float | None) -> None:
     """The smallest count reported with probability >= 0.9, found by simulating the release of one
     counter (the audited core, 40,000 draws per count; the empirical rate's standard error is
@@ -92,8 +117,9 @@ def test_recommended_counters_minimise_alpha1_within_memory() -> None:
     base = PlanInputs(n=1_000_000, epsilon=1.0, delta=1e-6, h=4)
     free = make_plan(base)["recommended"]
     candidates = [2**k for k in range(4, 22)]
-    alpha1 = {k: make_plan(PlanInputs(n=base.n, epsilon=1.0, delta=1e-6, h=4, counters=k))["alpha1"]
-              for k in candidates}
+    alpha1 = {
+        k: make_plan(PlanInputs(n=base.n, epsilon=1.0, delta=1e-6, h=4, counters=k))["alpha1"] for k in candidates
+    }
     assert free["counters"] == min(candidates, key=lambda k: alpha1[k])
     limit = 4 * sketch_memory_bytes(4096)
     tight = make_plan(PlanInputs(n=base.n, epsilon=1.0, delta=1e-6, h=4, max_memory=limit))["recommended"]

@@ -58,9 +58,16 @@ def test_tight_threshold_validates_through_the_tail() -> None:
         tight_threshold(epsilon_level=1.0, delta_level=0.0, b_gamma=1.0, b_w=1.0)
 
 
-@pytest.mark.parametrize("kw, word", [({"epsilon": 0}, "epsilon"), ({"delta": 1.0}, "delta"),
-                                      ({"h": 0}, "h"), ({"variant": "paper"}, "variant"),
-                                      ({"calibration": "loose"}, "calibration")])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        ({"epsilon": 0}, "epsilon"),
+        ({"delta": 1.0}, "delta"),
+        ({"h": 0}, "h"),
+        ({"variant": "paper"}, "variant"),
+        ({"calibration": "loose"}, "calibration"),
+    ],
+)
 def test_release_level_validates(kw: dict, word: str) -> None:
     """Bad ε, δ, h or variant is refused by release_level, naming the parameter."""
     args = dict(epsilon=1.0, delta=1e-6, h=1, variant="fresh") | kw
@@ -104,10 +111,12 @@ def test_fresh_release_noise_has_the_stated_variance() -> None:
     passed, values = release_arrays(np.array([10_000, 10_000]), s, SeededRandomSource(3), trials=200_000)
     assert passed.all()
     noise = values - 10_000
+
     # Discrete Laplace variance: 2e^{-1/b}/(1-e^{-1/b})^2 ~ 2b^2 - 1/6; sample var within 2 %.
     def var(b: float) -> float:
         q = math.exp(-1 / b)
         return 2 * q / (1 - q) ** 2
+
     expected = var(s.gamma_release) + var(s.w_release)
     assert abs(noise[:, 0].var() / expected - 1) < 0.02
     # the shared γ' makes the two keys' noise positively correlated: cov = var(γ')

@@ -26,8 +26,15 @@ def _rational_sum_tail(s: int, r1: Fraction, r2: Fraction, span: int) -> tuple[F
     return total, total + left_out
 
 
-@pytest.mark.parametrize("r1, r2", [(Fraction(1, 2), Fraction(1, 2)), (Fraction(3, 4), Fraction(3, 4)),
-                                    (Fraction(2, 3), Fraction(5, 6)), (Fraction(9, 10), Fraction(1, 3))])
+@pytest.mark.parametrize(
+    "r1, r2",
+    [
+        (Fraction(1, 2), Fraction(1, 2)),
+        (Fraction(3, 4), Fraction(3, 4)),
+        (Fraction(2, 3), Fraction(5, 6)),
+        (Fraction(9, 10), Fraction(1, 3)),
+    ],
+)
 @pytest.mark.parametrize("s", [-7, -1, 0, 1, 2, 5, 20, 60])
 def test_sum_tail_matches_exact_rational_arithmetic(r1: Fraction, r2: Fraction, s: int) -> None:
     """The closed form is an upper bound on the exact tail and exceeds it by at most 2·SAFETY (relative)."""

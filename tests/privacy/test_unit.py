@@ -119,7 +119,11 @@ def test_guarantee_sentences() -> None:
 
 def test_as_dict_for_reports() -> None:
     """as_dict gives the unit kind, key and cap under the report's names."""
-    assert PrivacyUnit("user", "json field 'user'", 3).as_dict() == {"unit": "user", "key": "json field 'user'", "cap": 3}
+    assert PrivacyUnit("user", "json field 'user'", 3).as_dict() == {
+        "unit": "user",
+        "key": "json field 'user'",
+        "cap": 3,
+    }
     assert PrivacyUnit().as_dict() == {"unit": "event", "key": "", "cap": 1}
 
 
@@ -163,6 +167,8 @@ def test_weighted_ledger_states_the_record_guarantee() -> None:
     ev = unit.event_budget(b)
     led = window_ledger(HHHParams(epsilon=ev.epsilon, delta=ev.delta, tau=10), h=4, unit=unit, budget=b)
     assert led["unit"] == "event" and led["epsilon"] == 1.0 and led["weight_cap"] == 8
-    assert "one record" in led["guarantee"] and "group privacy over 8 unit elements" in led["event_level"]["calibration"]
+    assert (
+        "one record" in led["guarantee"] and "group privacy over 8 unit elements" in led["event_level"]["calibration"]
+    )
     with pytest.raises(ValueError, match="not at the group-privacy calibration"):
         window_ledger(HHHParams(epsilon=1.0, delta=1e-6, tau=10), h=4, unit=unit, budget=b)

@@ -41,7 +41,9 @@ _unit = st.one_of(st.integers(0, 12), st.sampled_from([2**63 - 1, 2**63, 2**64 -
     cap=st.integers(1, 6),
     cuts=st.lists(st.integers(0, 200), max_size=8),
 )
-def test_keep_matches_the_per_element_reference_over_any_batch_split(units: list[int], cap: int, cuts: list[int]) -> None:
+def test_keep_matches_the_per_element_reference_over_any_batch_split(
+    units: list[int], cap: int, cuts: list[int]
+) -> None:
     """Over any split into batches, the concatenated masks equal the per-element reference and dropped counts the rest."""
     capper = UnitCap(cap)
     masks = [capper.keep(np.array(batch, dtype=np.uint64)) for batch in _split(units, cuts)]
@@ -62,7 +64,9 @@ def test_state_round_trips_through_bytes_mid_window(units: list[int], cap: int, 
     b.keep(np.array(units[:cut], dtype=np.uint64))
     restored = UnitCap.from_bytes(b.to_bytes())
     assert restored == a
-    assert np.array_equal(restored.keep(np.array(units[cut:], dtype=np.uint64)), a.keep(np.array(units[cut:], dtype=np.uint64)))
+    assert np.array_equal(
+        restored.keep(np.array(units[cut:], dtype=np.uint64)), a.keep(np.array(units[cut:], dtype=np.uint64))
+    )
     assert restored == a and first.shape == (cut,)
 
 

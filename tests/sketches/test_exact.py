@@ -94,12 +94,7 @@ def test_exact_hhh_keys_are_sketch_keys_and_levels_non_increasing():
 
 def test_exact_hhh_on_paths():
     """Path example: a selected street hides its city; the region collects the rest (τ=3)."""
-    values = (
-        ["de/bavaria/munich/a"] * 3
-        + ["de/bavaria/munich/b"]
-        + ["de/bavaria/nuremberg/c"] * 2
-        + ["fr/idf/paris/d"]
-    )
+    values = ["de/bavaria/munich/a"] * 3 + ["de/bavaria/munich/b"] + ["de/bavaria/nuremberg/c"] * 2 + ["fr/idf/paris/d"]
     # level 4: munich/a (3). level 3: munich residual 1, nuremberg 2, paris 1.
     # level 2: de/bavaria residual 1 + 2 = 3 -> selected. level 1: de 0, fr 1. root 7 - 6 = 1.
     assert _summary(exact_hhh(PathHierarchy(4), values, 3)) == [

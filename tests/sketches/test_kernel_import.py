@@ -27,7 +27,7 @@ def test_print_replaced_by_a_bound_method_becomes_findable_in_its_module() -> No
     try:
         assert getattr(module, "print", None) is not replacement
         _make_print_findable()
-        assert getattr(module, "print") is builtins.print
+        assert module.print is builtins.print
     finally:
         builtins.print = original
         del sys.modules[module.__name__]
@@ -36,5 +36,5 @@ def test_print_replaced_by_a_bound_method_becomes_findable_in_its_module() -> No
 def test_guard_leaves_the_normal_print_alone() -> None:
     """With the built-in print in place the guard changes nothing."""
     _make_print_findable()
-    assert builtins.print is getattr(builtins, "print")
+    assert builtins.print is builtins.print
     assert "print" not in vars(sys.modules[__name__])

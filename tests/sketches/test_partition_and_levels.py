@@ -182,9 +182,7 @@ def _labelled(sketch: MisraGries, hierarchy, level: int) -> dict[str, int]:
 def test_path_level_sketches_match_label_level_reference():
     """Path level sketches hold, per partition, the counters of their sub-stream by label."""
     rng = np.random.default_rng(13)
-    values = [
-        f"c{int(rng.integers(0, 3))}/r{int(rng.integers(0, 4))}/t{int(rng.zipf(1.5)) % 40}" for _ in range(3000)
-    ]
+    values = [f"c{int(rng.integers(0, 3))}/r{int(rng.integers(0, 4))}/t{int(rng.zipf(1.5)) % 40}" for _ in range(3000)]
     h, P, kappa = PathHierarchy(3), 3, 6
     ls = LevelSketches(h, counters=kappa, partitions=P)
     for batch in (values[:700], values[700:701], values[701:]):
@@ -193,9 +191,7 @@ def test_path_level_sketches_match_label_level_reference():
     for level in range(1, 4):
         prefixes = ["/".join(v.split("/")[:level]) for v in values]
         ids = {x: int(other.keys([x + "/z" * (3 - level)], level)[0]) for x in dict.fromkeys(prefixes)}
-        part_of = {
-            x: int(partition_of(other, other.keys([x + "/z" * (3 - level)], level), level, P)[0]) for x in ids
-        }
+        part_of = {x: int(partition_of(other, other.keys([x + "/z" * (3 - level)], level), level, P)[0]) for x in ids}
         for p in range(P):
             chosen = [x for x in prefixes if part_of[x] == p]
             reference = MisraGries(kappa)

@@ -146,7 +146,7 @@ def test_dummy_slots_are_taken_smallest_dummy_first_with_the_full_weight(regime)
 def test_random_small_kappa_heavy_churn_many_cases(regime):
     """3000 seeded cases: κ 1..5, weights 1..50, tiny domains (ties), split into up to 5 calls."""
     rng = np.random.default_rng(20260112)
-    for trial in range(3000):
+    for _ in range(3000):
         kappa = int(rng.integers(1, 6))
         domain = int(rng.integers(1, 4 * kappa + 4))
         n = int(rng.integers(0, 40))
@@ -160,8 +160,12 @@ _record = st.tuples(st.integers(0, 11), st.integers(1, 50))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kappa=st.integers(1, 5), records=st.lists(_record, max_size=30),
-       cuts=st.lists(st.integers(0, 30), max_size=4), rate=st.sampled_from(sorted(REGIMES.values())))
+@given(
+    kappa=st.integers(1, 5),
+    records=st.lists(_record, max_size=30),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+    rate=st.sampled_from(sorted(REGIMES.values())),
+)
 def test_property_weighted_equals_unit_expansion(kappa, records, cuts, rate):
     """Hypothesis: any records, κ, call splits and kernel regime give the unit expansion's state."""
     old = mg.SCAN_RATE
@@ -186,7 +190,7 @@ def test_v_exactly_m_and_v_above_m_with_many_ties_are_exercised(regime):
 def test_mixed_weighted_and_unit_calls_and_successive_updates(regime):
     """Alternating weighted and unit calls (and weight-1 records) keep the expanded state throughout."""
     rng = np.random.default_rng(9)
-    for trial in range(300):
+    for _ in range(300):
         kappa = int(rng.integers(1, 7))
         sketch, unit, history = MisraGries(kappa), MisraGries(kappa), []
         for call in range(int(rng.integers(1, 8))):
@@ -206,8 +210,9 @@ def test_mixed_weighted_and_unit_calls_and_successive_updates(regime):
             assert sketch.to_bytes() == unit.to_bytes()
 
 
-@pytest.mark.parametrize(("kappa", "domain", "max_weight", "seed"),
-                         [(16, 40, 50, 1), (64, 400, 64, 2), (64, 80, 1000, 3), (256, 5000, 8, 4)])
+@pytest.mark.parametrize(
+    ("kappa", "domain", "max_weight", "seed"), [(16, 40, 50, 1), (64, 400, 64, 2), (64, 80, 1000, 3), (256, 5000, 8, 4)]
+)
 def test_long_streams_equal_unit_expansion(regime, kappa, domain, max_weight, seed):
     """20 000 Zipf-ish records in uneven calls: exactly the expanded unit stream's state and bytes."""
     rng = np.random.default_rng(seed)
@@ -381,16 +386,19 @@ def test_estimates_within_error_bounds_with_weighted_frequencies(regime):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("weights", "message"), [
-    (np.array([1, 2], dtype=np.int64), "2 weights for 3 keys"),
-    (np.array([1, 0, 2], dtype=np.int64), "every weight must be >= 1"),
-    (np.array([1, -4, 2], dtype=np.int64), "every weight must be >= 1"),
-    (np.array([1.0, 2.0, 3.0]), "weights must be integers"),
-    (np.array([True, True, True]), "weights must be integers"),
-    (np.array([[1, 1, 1]]), "one-dimensional"),
-    (np.array([1, 2**63, 1], dtype=np.uint64), "below 2\\*\\*63"),
-    ([1, 2.5, 1], "weights must be integers"),
-])
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (np.array([1, 2], dtype=np.int64), "2 weights for 3 keys"),
+        (np.array([1, 0, 2], dtype=np.int64), "every weight must be >= 1"),
+        (np.array([1, -4, 2], dtype=np.int64), "every weight must be >= 1"),
+        (np.array([1.0, 2.0, 3.0]), "weights must be integers"),
+        (np.array([True, True, True]), "weights must be integers"),
+        (np.array([[1, 1, 1]]), "one-dimensional"),
+        (np.array([1, 2**63, 1], dtype=np.uint64), "below 2\\*\\*63"),
+        ([1, 2.5, 1], "weights must be integers"),
+    ],
+)
 def test_update_rejects_bad_weights_and_leaves_the_sketch_unchanged(weights, message):
     """Bad weights raise ValueError "MisraGries.update: …" before anything is inserted."""
     sketch = MisraGries(3)

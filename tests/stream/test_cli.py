@@ -41,11 +41,23 @@ def _hhh_err(capsys, path: Path, *extra: str) -> tuple[dict, str]:
 
 def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
     """The batch report has the dphhh.report/1 envelope with params, guarantees, budget and hhh."""
-    report, err = _hhh_err(capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
-                           "--seed", "1")
+    report, err = _hhh_err(
+        capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000", "--seed", "1"
+    )
     assert report["schema"] == "dphhh.report/1"
-    assert set(report["params"]) == {"epsilon", "delta", "beta", "tau", "counters", "hierarchy", "h",
-                                      "variant", "mode", "partitions", "calibration"}
+    assert set(report["params"]) == {
+        "epsilon",
+        "delta",
+        "beta",
+        "tau",
+        "counters",
+        "hierarchy",
+        "h",
+        "variant",
+        "mode",
+        "partitions",
+        "calibration",
+    }
     assert {"alpha1", "alpha2", "threshold", "noise_bound"} <= set(report["guarantees"])
     assert isinstance(report["window"]["n_noisy"], int)
     assert report["budget"]["epsilon"] == 1.0
@@ -71,8 +83,22 @@ def test_synack_capture_finds_the_exact_large_slash8s(capsys, epsilon: str, vari
     exact = _exact_prefixes(capsys, _require(SYNACK), "1000", 1)
     assert exact == {"104.0.0.0/8", "107.0.0.0/8", "172.0.0.0/8"}
     for seed in range(5):
-        report = _hhh(capsys, SYNACK, "--epsilon", epsilon, "--delta", "1e-6", "--tau", "1000",
-                      "--variant", variant, "--mode", mode, "--seed", str(seed))
+        report = _hhh(
+            capsys,
+            SYNACK,
+            "--epsilon",
+            epsilon,
+            "--delta",
+            "1e-6",
+            "--tau",
+            "1000",
+            "--variant",
+            variant,
+            "--mode",
+            mode,
+            "--seed",
+            str(seed),
+        )
         found = {x["prefix"] for x in report["hhh"] if x["level"] == 1}
         assert exact <= found, (seed, found)
 
@@ -83,8 +109,20 @@ def test_spoofed_synflood_reports_nothing_below_the_root(capsys, epsilon: str, m
     """On the spoofed SYN flood (no structure) no prefix below the root is reported at τ = 2000."""
     assert _exact_prefixes(capsys, _require(SYNFLOOD), "2000", 1) == set()
     for seed in range(5):
-        report = _hhh(capsys, SYNFLOOD, "--epsilon", epsilon, "--delta", "1e-6", "--tau", "2000",
-                      "--mode", mode, "--seed", str(seed))
+        report = _hhh(
+            capsys,
+            SYNFLOOD,
+            "--epsilon",
+            epsilon,
+            "--delta",
+            "1e-6",
+            "--tau",
+            "2000",
+            "--mode",
+            mode,
+            "--seed",
+            str(seed),
+        )
         assert [x["prefix"] for x in report["hhh"]] == ["0.0.0.0/0"]
 
 
@@ -112,12 +150,15 @@ def test_nothing_readable_exits_non_zero(capsys, tmp_path: Path) -> None:
     assert "see the operational line above" in error and "--hierarchy ipv6" in error
 
 
-@pytest.mark.parametrize("args, word", [
-    (["--epsilon", "0", "--delta", "1e-6", "--tau", "5"], "epsilon"),
-    (["--epsilon", "1", "--delta", "1", "--tau", "5"], "delta"),
-    (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--counters", "0"], "counters"),
-    (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--hierarchy", "ipv4:16,8"], "increasing"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--epsilon", "0", "--delta", "1e-6", "--tau", "5"], "epsilon"),
+        (["--epsilon", "1", "--delta", "1", "--tau", "5"], "delta"),
+        (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--counters", "0"], "counters"),
+        (["--epsilon", "1", "--delta", "1e-6", "--tau", "5", "--hierarchy", "ipv4:16,8"], "increasing"),
+    ],
+)
 def test_bad_parameters_exit_2_naming_the_field(capsys, tmp_path: Path, args: list[str], word: str) -> None:
     """Invalid parameters are refused with exit status 2 and a message naming the field."""
     path = tmp_path / "in.txt"
@@ -128,8 +169,9 @@ def test_bad_parameters_exit_2_naming_the_field(capsys, tmp_path: Path, args: li
 
 def test_missing_input_file(capsys, tmp_path: Path) -> None:
     """A missing input file is a clear error naming the file."""
-    code, _, err = _run(capsys, "hhh", "--input", str(tmp_path / "nope.pcap"), "--epsilon", "1",
-                        "--delta", "1e-6", "--tau", "5")
+    code, _, err = _run(
+        capsys, "hhh", "--input", str(tmp_path / "nope.pcap"), "--epsilon", "1", "--delta", "1e-6", "--tau", "5"
+    )
     assert code == 2 and "nope.pcap" in err
 
 
@@ -137,8 +179,22 @@ def test_path_hierarchy_from_text(capsys, tmp_path: Path) -> None:
     """Paths of the wrong depth and malformed paths are skipped; the others are reported by prefix."""
     path = tmp_path / "paths.txt"
     path.write_text("de/bavaria/munich/x\n" * 3000 + "de/berlin\n" + "fr//y/z\n")
-    report, err = _hhh_err(capsys, path, "--hierarchy", "path:4", "--epsilon", "2", "--delta", "1e-6",
-                           "--tau", "1000", "--mode", "point", "--seed", "3")
+    report, err = _hhh_err(
+        capsys,
+        path,
+        "--hierarchy",
+        "path:4",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--tau",
+        "1000",
+        "--mode",
+        "point",
+        "--seed",
+        "3",
+    )
     # the malformed path is operational; the path of another depth is a valid record: counted nowhere
     assert report["diagnostics"] == {}
     assert "operational, not private: 1 unparsable record skipped (bad_path_empty_component=1)" in err
@@ -150,8 +206,9 @@ def test_installed_command_runs_the_batch_demo() -> None:
     """The installed ``dphhh demo --batch`` prints a readable private report of the shared capture."""
     _require(SYNACK)
     exe = Path(sys.executable).with_name("dphhh")
-    result = subprocess.run([str(exe), "demo", "--batch"], capture_output=True, text=True, timeout=120,
-                            env={**os.environ})
+    result = subprocess.run(
+        [str(exe), "demo", "--batch"], capture_output=True, text=True, timeout=120, env={**os.environ}
+    )
     assert result.returncode == 0, result.stderr
     assert "dphhh private HHH report" in result.stdout and "107.0.0.0/8" in result.stdout
 
@@ -169,9 +226,23 @@ def test_run_refuses_an_unwritable_ledger_or_report_folder_at_start(tmp_path, ca
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    assert main(["run", "--set", f"output.ledger_dir={blocker / 'ledger'}", "--set", "kafka.bootstrap=127.0.0.1:1"]) == 2
+    assert (
+        main(["run", "--set", f"output.ledger_dir={blocker / 'ledger'}", "--set", "kafka.bootstrap=127.0.0.1:1"]) == 2
+    )
     assert "config: output.ledger_dir: cannot write to" in capsys.readouterr().err
-    assert main(["run", "--set", f"output.ledger_dir={tmp_path / 'ledger'}", "--set",
-                 f"output.reports_file={blocker / 'r' / 'reports.jsonl'}", "--set", "kafka.bootstrap=127.0.0.1:1"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--set",
+                f"output.ledger_dir={tmp_path / 'ledger'}",
+                "--set",
+                f"output.reports_file={blocker / 'r' / 'reports.jsonl'}",
+                "--set",
+                "kafka.bootstrap=127.0.0.1:1",
+            ]
+        )
+        == 2
+    )
     assert "config: output.reports_file: cannot write to" in capsys.readouterr().err
     assert (tmp_path / "ledger").is_dir() and not list((tmp_path / "ledger").iterdir())  # the check leaves nothing

@@ -9,8 +9,14 @@ from tests.e2e.jobs import leaked_counts, mask_times, number_tokens
 def test_every_format_of_a_count_is_found() -> None:
     """Prometheus and json.dumps print 12347.0; humans 12,347; numpy 1.2347e+04; all are caught, in
     any surrounding (labels, JSON, prose)."""
-    for text in ('dphhh_x{a="b"} 12347.0', '{"n": 12347}', "n=12347,", "12,347 elements", "1.2347e+04",
-                 '"out_of_domain": 3331.0, "n": 12347'):
+    for text in (
+        'dphhh_x{a="b"} 12347.0',
+        '{"n": 12347}',
+        "n=12347,",
+        "12,347 elements",
+        "1.2347e+04",
+        '"out_of_domain": 3331.0, "n": 12347',
+    ):
         assert leaked_counts(text, [12347, 999]) == {12347}, text
 
 

@@ -12,11 +12,11 @@ import pytest
 from connectors.decode import MessageDecoder
 from connectors.kafka_io import pack_ipv4
 from connectors.text import parse_ipv4_each
+from stream.clock import TICK
 from stream.config import load_config
 from stream.decode_batch import decode_batch
 from stream.message_batch import NO_TIMESTAMP, BatchFormatError, pack_batch, unpack_batch
 from stream.operators import expand_by_partition, ipv4_payloads, unpack_levels
-from stream.clock import TICK
 from stream.schedule import ReleaseSchedule
 
 
@@ -34,9 +34,17 @@ def _random_message(rng: random.Random) -> bytes | None:
     if kind == 4:
         return json.dumps({"ip": f"10.0.{rng.randrange(3)}.1", "ts": rng.randrange(-5, 50_000)}).encode()
     if kind == 5:
-        return rng.choice([b'{"ip": 5}', b"{bad", b'{"dst": "1.2.3.4"}', b'{"ip": "1.2.3.4", "ts": "x"}',
-                           b'{"ip": "1.2.3.4", "src": "u1"}', b'{"ip": "1.2.3.4", "src": 7}',
-                           b'{"ip": "1.2.3.4", "src": true}'])
+        return rng.choice(
+            [
+                b'{"ip": 5}',
+                b"{bad",
+                b'{"dst": "1.2.3.4"}',
+                b'{"ip": "1.2.3.4", "ts": "x"}',
+                b'{"ip": "1.2.3.4", "src": "u1"}',
+                b'{"ip": "1.2.3.4", "src": 7}',
+                b'{"ip": "1.2.3.4", "src": true}',
+            ]
+        )
     if kind == 6:
         return "/".join(rng.choice(["de", "fr", "", " a ", "b"]) for _ in range(rng.randrange(1, 6))).encode()
     if kind == 7:
@@ -110,25 +118,41 @@ def test_decode_batch_matches_the_message_by_message_rules() -> None:
     timestamps = [1500, 1550, 1600, None, 200, 2100, 1999, 3000, -1]
     out = decode_batch(pack_batch(timestamps, messages), decoder, _live())
     assert out.ticks == 2
-    assert out.dead == [("bad_ipv4", b"bad", 1600), ("no_timestamp", b"10.0.0.2", None),
-                        ("no_timestamp", b"10.0.0.6", -1)]
+    assert out.dead == [
+        ("bad_ipv4", b"bad", 1600),
+        ("no_timestamp", b"10.0.0.2", None),
+        ("no_timestamp", b"10.0.0.6", -1),
+    ]
     assert [(start, v.tolist()) for start, v, _, _ in out.windows] == [
-        (0, [0x0A000003]), (1000, [0x0A000001, 0x0A000005]), (2000, [0x0A000004])]
+        (0, [0x0A000003]),
+        (1000, [0x0A000001, 0x0A000005]),
+        (2000, [0x0A000004]),
+    ]
 
 
 def test_decode_batch_takes_json_event_time_over_the_kafka_timestamp() -> None:
     """With a JSON time field, the message's own time chooses its window; the record timestamp is its
     arrival, against which the public band and the window's release time are checked, element by element."""
     decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
-    rows = [("1.1.1.1", 5500, 5000), ("2.2.2.2", 4010, 4999), ("3.3.3.3", 4010, 5000),  # 5000: W=4000's release
-            ("4.4.4.4", 9000, 1000), ("5.5.5.5", 10, 5000), ("6.6.6.6", 2**61, 5000)]
+    rows = [
+        ("1.1.1.1", 5500, 5000),
+        ("2.2.2.2", 4010, 4999),
+        ("3.3.3.3", 4010, 5000),  # 5000: W=4000's release
+        ("4.4.4.4", 9000, 1000),
+        ("5.5.5.5", 10, 5000),
+        ("6.6.6.6", 2**61, 5000),
+    ]
     messages = [json.dumps({"ip": ip, "t": t}).encode() for ip, t, _ in rows]
-    out = decode_batch(pack_batch([a for *_, a in rows], messages), decoder,
-                       _live(grace_ms=0, max_future_ms=5000, max_past_ms=3000))
+    out = decode_batch(
+        pack_batch([a for *_, a in rows], messages), decoder, _live(grace_ms=0, max_future_ms=5000, max_past_ms=3000)
+    )
     assert [(s, v.tolist()) for s, v, _, _ in out.windows] == [(4000, [0x02020202]), (5000, [0x01010101])]
     assert [(r, m) for r, m, _ in out.dead] == [
-        ("late", messages[2]), ("too_far_ahead", messages[3]), ("too_far_behind", messages[4]),
-        ("too_far_ahead", messages[5])]
+        ("late", messages[2]),
+        ("too_far_ahead", messages[3]),
+        ("too_far_behind", messages[4]),
+        ("too_far_ahead", messages[5]),
+    ]
     graced = decode_batch(pack_batch([5000], messages[2:3]), decoder, _live(grace_ms=1))
     assert [(s, v.tolist()) for s, v, _, _ in graced.windows] == [(4000, [0x03030303])]  # arrived before end + grace
 
@@ -145,8 +169,7 @@ def test_replay_counts_its_range_and_dead_letters_the_rest() -> None:
 
 def test_decode_batch_of_paths_keeps_them_as_strings() -> None:
     """Path values stay a list of normalised strings per window."""
-    out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3),
-                       _live(10))
+    out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3), _live(10))
     assert out.windows == [(0, ["a/b/c", "d/e/f"], None, None)]
 
 
@@ -178,7 +201,8 @@ def test_packed_messages_split_across_windows_keep_order() -> None:
     drop the others, docs/ALGORITHMS.md §0.1 e)."""
     a, b, c = pack_ipv4(np.array([1, 2], np.uint32)), pack_ipv4(np.array([3], np.uint32)), b"\x00\x01"
     big = pack_ipv4(np.arange(5000, dtype=np.uint32))
-    out = decode_batch(pack_batch([10, 1010, 20, 30], [a, b, c, big]), MessageDecoder("packed-ipv4", max_message_bytes=64),
-                       _live())
+    out = decode_batch(
+        pack_batch([10, 1010, 20, 30], [a, b, c, big]), MessageDecoder("packed-ipv4", max_message_bytes=64), _live()
+    )
     assert out.dead == [("bad_length", c, 20)]
     assert [(s, v.tolist()) for s, v, _, _ in out.windows] == [(0, [1, 2, *range(5000)]), (1000, [3])]

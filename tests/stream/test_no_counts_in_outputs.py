@@ -29,8 +29,10 @@ assert sum(GROUPS) == VALID
 
 # A number: digits with optional thousands separators (, _ narrow/no-break space), an optional
 # fraction and exponent. "12,347", "12347.0", "1.2347e4" and "12_347" all read as 12347.
-_NUMBER = re.compile(r"\d{1,3}(?:[,_\u202f\u00a0]\d{3})+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-                     r"|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(
+    r"\d{1,3}(?:[,_\u202f\u00a0]\d{3})+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+    r"|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+)
 
 
 def number_tokens(text: str) -> list[float]:
@@ -87,10 +89,20 @@ def _write_lines(path: Path, lines: list[str], seed: int) -> Path:
 # the scan itself
 
 
-@pytest.mark.parametrize("text", [
-    '"out_of_domain": 3331.0', '"skipped": {"bad_ipv4": 517}', "12,347 records", "n = 1.2347e4",
-    "total 15678", "16_195 rows", "(3848 skipped)", "3\u202f331 left out", "12347.000",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"out_of_domain": 3331.0',
+        '"skipped": {"bad_ipv4": 517}',
+        "12,347 records",
+        "n = 1.2347e4",
+        "total 15678",
+        "16_195 rows",
+        "(3848 skipped)",
+        "3\u202f331 left out",
+        "12347.000",
+    ],
+)
 def test_the_scan_catches_a_planted_count(text: str) -> None:
     """The scan finds a count however it is written (int, float, exponent, thousands separators)."""
     assert counts_in(text), text
@@ -105,8 +117,9 @@ def test_the_scan_does_not_flag_other_numbers(text: str) -> None:
 def test_the_scan_catches_a_count_planted_in_a_real_report(capsys, tmp_path: Path) -> None:
     """A real, clean report passes the scan; the same report with an exact count put back fails it."""
     f = _ipv4_input(tmp_path)
-    code, out, _ = _run(capsys, "hhh", "--input", str(f), "--epsilon", "1", "--delta", "1e-6", "--tau", "3000",
-                        "--seed", "1")
+    code, out, _ = _run(
+        capsys, "hhh", "--input", str(f), "--epsilon", "1", "--delta", "1e-6", "--tau", "3000", "--seed", "1"
+    )
     assert code == 0 and counts_in(_scrub(out, f)) == set()
     report = json.loads(out)
     report["diagnostics"] = {"skipped": {"out_of_domain": float(EXCLUDED_N)}}
@@ -200,8 +213,23 @@ def test_hhh_report_names_no_count(capsys, tmp_path: Path, kind: str, mode: str)
     # The window size is released once at scale 1/(0.1·ε) = 10, so its noise is 0 — the noisy root
     # count *equals* the true one, by chance and not as a leak — with probability ≈ 0.05. The fixed
     # seed is one where it does not, so that every match this test finds is a deterministic leak.
-    code, out, err = _run(capsys, "hhh", "--input", str(f), "--hierarchy", hierarchy, "--epsilon", "1",
-                          "--delta", "1e-6", "--tau", "3000", "--seed", "13", *extra)
+    code, out, err = _run(
+        capsys,
+        "hhh",
+        "--input",
+        str(f),
+        "--hierarchy",
+        hierarchy,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--tau",
+        "3000",
+        "--seed",
+        "13",
+        *extra,
+    )
     assert code == 0, err
     _check_outputs(out, err, f)
     assert heavy in out
@@ -248,8 +276,22 @@ def _snapshot(capsys, *argv: str) -> tuple[dict, str, str]:
 def test_snapshot_hhh_names_no_count(capsys, tmp_path: Path, hierarchy: str) -> None:
     """`dphhh snapshot hhh`: neither the document nor stderr names a count, but the operational one."""
     f = _ipv4_input(tmp_path) if hierarchy.startswith("ipv4") else _path_input(tmp_path)[0]
-    doc, out, err = _snapshot(capsys, "hhh", "--input", str(f), "--hierarchy", hierarchy, "--epsilon", "1",
-                              "--delta", "1e-6", "--tau", "3000", "--seed", "2")
+    doc, out, err = _snapshot(
+        capsys,
+        "hhh",
+        "--input",
+        str(f),
+        "--hierarchy",
+        hierarchy,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--tau",
+        "3000",
+        "--seed",
+        "2",
+    )
     _check_outputs(out, err, f)
     assert set(doc["input"]) == {"path", "format", "out_of_domain"}
     heavy = "10.1.0.0/16" if hierarchy.startswith("ipv4") else "de/by/muc"
@@ -260,8 +302,22 @@ def test_snapshot_inftda_names_no_count_and_drops_paths_outside_the_domain(capsy
     """`dphhh snapshot inftda` on paths: out-of-domain paths are dropped (the unlisted leaf gets nothing)
     and no count is named."""
     f, domain = _path_input(tmp_path, UNLISTED)
-    doc, out, err = _snapshot(capsys, "inftda", "--input", str(f), "--hierarchy", "path:3", "--domain", str(domain),
-                              "--epsilon", "0.5", "--delta", "1e-6", "--seed", "3")
+    doc, out, err = _snapshot(
+        capsys,
+        "inftda",
+        "--input",
+        str(f),
+        "--hierarchy",
+        "path:3",
+        "--domain",
+        str(domain),
+        "--epsilon",
+        "0.5",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "3",
+    )
     _check_outputs(out, err, f, domain, extra=PATH_PARTS)
     leaves = {c["prefix"]: c["count"] for lv in doc["result"]["levels"] if lv["level"] == 3 for c in lv["counts"]}
     assert "xx/yy/zz" not in leaves and abs(leaves["de/by/muc"] - GROUPS[0]) < 300
@@ -272,8 +328,24 @@ def test_snapshot_lue_names_no_count_and_drops_values_outside_the_domain(capsys,
     """`dphhh snapshot lue`: out-of-domain values are dropped (the full-domain range counts only the
     in-domain records) and no count is named."""
     f = _ints_csv(tmp_path)
-    doc, out, err = _snapshot(capsys, "lue", "--input", str(f), "--column", "port", "--epsilon", "1",
-                              "--domain", "0:1023", "--query", "0:1023", "--query", "443:443", "--seed", "5")
+    doc, out, err = _snapshot(
+        capsys,
+        "lue",
+        "--input",
+        str(f),
+        "--column",
+        "port",
+        "--epsilon",
+        "1",
+        "--domain",
+        "0:1023",
+        "--query",
+        "0:1023",
+        "--query",
+        "443:443",
+        "--seed",
+        "5",
+    )
     _check_outputs(out, err, f)
     full, https = (a["estimate"] for a in doc["answers"])
     assert abs(full - VALID) < 100 and abs(https - GROUPS[0]) < 100
@@ -281,16 +353,29 @@ def test_snapshot_lue_names_no_count_and_drops_values_outside_the_domain(capsys,
 
 
 @pytest.mark.parametrize("columns", [1, 2])
-def test_snapshot_ahead_names_no_count_and_clamps_values_outside_the_domain(capsys, tmp_path: Path,
-                                                                           columns: int) -> None:
+def test_snapshot_ahead_names_no_count_and_clamps_values_outside_the_domain(
+    capsys, tmp_path: Path, columns: int
+) -> None:
     """`dphhh snapshot ahead`: out-of-domain values are clamped to the bound (the top cell holds them),
     the summary carries no user count, and no count is named."""
     f = _ints_jsonl(tmp_path)
     if columns == 1:
         argv = ["--column", "a", "--domain", "0:63", "--query", "63:63", "--query", "3:3"]
     else:  # the same field twice: a 2-D domain whose diagonal holds every record
-        argv = ["--column", "a", "--column", "a", "--domain", "0:63", "--domain", "0:63", "--query", "63:63,63:63",
-                "--query", "3:3,3:3"]
+        argv = [
+            "--column",
+            "a",
+            "--column",
+            "a",
+            "--domain",
+            "0:63",
+            "--domain",
+            "0:63",
+            "--query",
+            "63:63,63:63",
+            "--query",
+            "3:3,3:3",
+        ]
     doc, out, err = _snapshot(capsys, "ahead", "--input", str(f), *argv, "--epsilon", "2", "--seed", "3")
     _check_outputs(out, err, f)
     top, three = (a["fraction"] for a in doc["answers"])
@@ -305,8 +390,9 @@ def test_snapshot_with_nothing_readable_exits_1_without_a_count(capsys, tmp_path
     """Every snapshot module exits 1, as `dphhh hhh` does, when no value is readable; no count is named."""
     if module in ("hhh", "inftda"):
         f = _write_lines(tmp_path / "v6.txt", [f"2001:db8::{i:x}" for i in range(EXCLUDED_N)] + ["x"] * BAD, 8)
-        argv = [module, "--input", str(f), "--epsilon", "1", "--delta", "1e-6"] + (["--tau", "10"] if module == "hhh"
-                                                                                   else [])
+        argv = [module, "--input", str(f), "--epsilon", "1", "--delta", "1e-6"] + (
+            ["--tau", "10"] if module == "hhh" else []
+        )
     else:
         f = tmp_path / "e.csv"
         f.write_text("v\n" + "nope\n" * BAD)
@@ -327,10 +413,27 @@ def test_every_reason_of_the_readers_is_classified() -> None:
     from connectors.decode import REASONS
 
     assert not UNPARSABLE & EXCLUDED
-    readers = {"invalid_utf8", "line_too_long", "bad_ipv4", "bad_ipv6", "bad_path_empty_component",
-               "bad_path_too_long", "bad_path_too_deep", "bad_path_depth", "bad_int", "bad_csv_row", "bad_json",
-               "missing_column", "truncated", "not_ipv4", "unsupported_linktype", "unknown_interface",
-               "corrupt_file_tail", "wrong_family", "out_of_domain"}
+    readers = {
+        "invalid_utf8",
+        "line_too_long",
+        "bad_ipv4",
+        "bad_ipv6",
+        "bad_path_empty_component",
+        "bad_path_too_long",
+        "bad_path_too_deep",
+        "bad_path_depth",
+        "bad_int",
+        "bad_csv_row",
+        "bad_json",
+        "missing_column",
+        "truncated",
+        "not_ipv4",
+        "unsupported_linktype",
+        "unknown_interface",
+        "corrupt_file_tail",
+        "wrong_family",
+        "out_of_domain",
+    }
     assert (readers | set(REASONS)) <= UNPARSABLE | EXCLUDED
 
 
@@ -349,10 +452,15 @@ def test_operational_line_leaves_excluded_and_unknown_reasons_out() -> None:
     assert only_excluded.operational_line("x") is None and only_excluded.unparsable() == {}
 
 
-@pytest.mark.parametrize("diagnostics", [
-    {"skipped": {"bad_ipv4": BAD}}, {"late": EXCLUDED_N}, {"note": {"users": float(VALID)}},
-    {"notes": ["ok", VALID + BAD]},
-])
+@pytest.mark.parametrize(
+    "diagnostics",
+    [
+        {"skipped": {"bad_ipv4": BAD}},
+        {"late": EXCLUDED_N},
+        {"note": {"users": float(VALID)}},
+        {"notes": ["ok", VALID + BAD]},
+    ],
+)
 def test_report_diagnostics_refuse_counts(diagnostics: dict) -> None:
     """The report builder refuses a skip count or any number in diagnostics, naming where, not the value."""
     with pytest.raises(ValueError, match="build_report: diagnostics") as info:

@@ -31,8 +31,11 @@ DAY = 86_400_000
 
 
 def _user(*extra: str):
-    return load_config(None, environ={}, overrides=[
-        "input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=4", *extra])
+    return load_config(
+        None,
+        environ={},
+        overrides=["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=4", *extra],
+    )
 
 
 def test_user_level_config_calibrates_the_mechanism_by_group_privacy() -> None:
@@ -40,30 +43,33 @@ def test_user_level_config_calibrates_the_mechanism_by_group_privacy() -> None:
     cfg = _user("privacy.epsilon=2", "privacy.delta=1e-7")
     assert cfg.unit == PrivacyUnit("user", "source address", 4)
     assert cfg.budget == PrivacyBudget(2.0, 1e-7)
-    assert math.isclose(cfg.params.epsilon, 0.5) and math.isclose(cfg.params.delta, 1e-7 / (4 * math.e ** 2))
+    assert math.isclose(cfg.params.epsilon, 0.5) and math.isclose(cfg.params.delta, 1e-7 / (4 * math.e**2))
     event = load_config(None, environ={})
     assert event.unit.kind == "event" and event.params.epsilon == 1.0 and event.guard is None
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["privacy.unit_key=source-ipv4"], "needs input.format 'packed-ipv4-pairs'"),
-    (["privacy.unit_key=json:user"], "needs input.format 'json'"),
-    (["privacy.unit_key=src"], "must be empty, 'source-ipv4' or 'json:FIELD'"),
-    (["privacy.unit_cap=3"], "needs a privacy.unit_key"),
-    (["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=0"], "unit_cap must be"),
-    (["privacy.epsilon=0"], "privacy.epsilon must be"),
-    (["privacy.epsilon=-1"], "privacy.epsilon must be"),
-    (["privacy.delta=1"], "privacy.delta must be"),
-    (["privacy.delta=0"], "privacy.delta must be"),
-    (["privacy.counters=0"], "privacy.counters must be"),
-    (["privacy.calibration=loose"], "privacy.calibration must be one of tight, paper"),
-    (["privacy.budget_epsilon=0.5"], "below one window's epsilon"),
-    (["privacy.budget_epsilon=5", "privacy.budget_delta=1e-9"], "below one window's delta"),
-    (["privacy.budget_epsilon=5", "privacy.budget_period=week"], "budget_period must be"),
-    (["input.format=packed-ipv4-pairs", "hierarchy.spec=path:3"], "needs"),
-    (["flink.resume=sometimes"], "flink.resume must be"),
-    (["kafka.wait_s=-1"], "kafka.wait_s must be"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["privacy.unit_key=source-ipv4"], "needs input.format 'packed-ipv4-pairs'"),
+        (["privacy.unit_key=json:user"], "needs input.format 'json'"),
+        (["privacy.unit_key=src"], "must be empty, 'source-ipv4' or 'json:FIELD'"),
+        (["privacy.unit_cap=3"], "needs a privacy.unit_key"),
+        (["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=0"], "unit_cap must be"),
+        (["privacy.epsilon=0"], "privacy.epsilon must be"),
+        (["privacy.epsilon=-1"], "privacy.epsilon must be"),
+        (["privacy.delta=1"], "privacy.delta must be"),
+        (["privacy.delta=0"], "privacy.delta must be"),
+        (["privacy.counters=0"], "privacy.counters must be"),
+        (["privacy.calibration=loose"], "privacy.calibration must be one of tight, paper"),
+        (["privacy.budget_epsilon=0.5"], "below one window's epsilon"),
+        (["privacy.budget_epsilon=5", "privacy.budget_delta=1e-9"], "below one window's delta"),
+        (["privacy.budget_epsilon=5", "privacy.budget_period=week"], "budget_period must be"),
+        (["input.format=packed-ipv4-pairs", "hierarchy.spec=path:3"], "needs"),
+        (["flink.resume=sometimes"], "flink.resume must be"),
+        (["kafka.wait_s=-1"], "kafka.wait_s must be"),
+    ],
+)
 def test_parameters_that_void_the_guarantee_are_refused(overrides: list[str], message: str) -> None:
     """Each invalid or guarantee-voiding setting stops at load with a message naming the key."""
     with pytest.raises(ConfigError, match=message):
@@ -73,8 +79,11 @@ def test_parameters_that_void_the_guarantee_are_refused(overrides: list[str], me
 def test_warnings_for_weak_but_valid_parameters() -> None:
     """δ not far below 1/n, τ below the release threshold and seeded noise are warned about; defaults are quiet."""
     assert load_config(None, environ={}).warnings() == []
-    cfg = load_config(None, environ={}, overrides=["privacy.delta=1e-4", "privacy.expected_window_size=1000",
-                                                   "privacy.tau=50", "privacy.seed=3"])
+    cfg = load_config(
+        None,
+        environ={},
+        overrides=["privacy.delta=1e-4", "privacy.expected_window_size=1000", "privacy.tau=50", "privacy.seed=3"],
+    )
     text = " ".join(cfg.warnings())
     assert "not far below 1/n" in text and "below the release threshold" in text and "NOT private" in text
     assert guarantee_warnings(HHHParams(epsilon=1, delta=1e-9, tau=10_000), h=4, expected_n=10**6) == []
@@ -95,8 +104,16 @@ def test_ledger_never_claims_a_user_level_guarantee_without_its_calibration() ->
 
 
 def _assembler(tmp_path: Path, cfg, name: str = "ledger", origin: int = 0) -> WindowAssembler:
-    return WindowAssembler(cfg.hierarchy, cfg.params, ReleaseSchedule(cfg["window.size_ms"], origin),
-                           ReleaseLedger(tmp_path / name), seed=5, unit=cfg.unit, budget=cfg.budget, guard=cfg.guard)
+    return WindowAssembler(
+        cfg.hierarchy,
+        cfg.params,
+        ReleaseSchedule(cfg["window.size_ms"], origin),
+        ReleaseLedger(tmp_path / name),
+        seed=5,
+        unit=cfg.unit,
+        budget=cfg.budget,
+        guard=cfg.guard,
+    )
 
 
 def test_budget_guard_refuses_windows_past_the_daily_budget(tmp_path: Path) -> None:
@@ -118,8 +135,9 @@ def test_budget_guard_refuses_windows_past_the_daily_budget(tmp_path: Path) -> N
 
 def test_budget_guard_per_deployment_counts_from_the_schedule_start(tmp_path: Path) -> None:
     """Per deployment, windows are counted from the schedule's origin, across days."""
-    cfg = _user("privacy.epsilon=1", "privacy.budget_epsilon=2", "privacy.budget_period=deployment",
-                "window.size_ms=60000")
+    cfg = _user(
+        "privacy.epsilon=1", "privacy.budget_epsilon=2", "privacy.budget_period=deployment", "window.size_ms=60000"
+    )
     start = 20_000 * DAY - 60_000  # the last minute of a day
     asm = _assembler(tmp_path, cfg, origin=start)
     flags = ["refused" in json.loads(asm.report(start + i * 60_000, [])[0]) for i in range(3)]
@@ -210,11 +228,13 @@ def test_waiting_for_the_broker_is_bounded_by_wait_s() -> None:
 
 def test_root_cause_finds_the_innermost_error() -> None:
     """A job failure is summarised by its innermost error line (Python or Java), not a trace."""
-    java = ("org.apache.flink.runtime.client.JobExecutionException: Job execution failed.\n"
-            "\tat org.apache...\nCaused by: org.apache.flink.runtime.JobException: Recovery is suppressed\n"
-            "Caused by: java.io.IOException: No space left on device\n\tat x.y")
+    java = (
+        "org.apache.flink.runtime.client.JobExecutionException: Job execution failed.\n"
+        "\tat org.apache...\nCaused by: org.apache.flink.runtime.JobException: Recovery is suppressed\n"
+        "Caused by: java.io.IOException: No space left on device\n\tat x.y"
+    )
     assert root_cause(RuntimeError(java)) == "java.io.IOException: No space left on device"
-    py = "Traceback...\n  File \"x\", line 1\nstream.ledger.LedgerError: ReleaseLedger: cannot write window 5: Disk quota\n"
+    py = 'Traceback...\n  File "x", line 1\nstream.ledger.LedgerError: ReleaseLedger: cannot write window 5: Disk quota\n'
     assert root_cause(RuntimeError(py)).startswith("stream.ledger.LedgerError: ReleaseLedger: cannot write")
     assert issubclass(JobFailed, RuntimeError)
 
@@ -235,8 +255,9 @@ try:
 except ReportSinkError as exc:
     print("ERR", exc)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[2],
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[2], timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert f"ERR report file {path}: cannot write" in out.stdout
     lines = path.read_bytes().split(b"\n")

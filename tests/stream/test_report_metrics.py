@@ -8,8 +8,11 @@ from stream.report_metrics import METRIC_NAMES, ReportMetrics
 
 
 def _report(end_ms: int, n_noisy: int, hhh: list[dict]) -> dict:
-    return {"window": {"start_ms": end_ms - 10_000, "end_ms": end_ms, "n_noisy": n_noisy},
-            "budget": {"epsilon": 2.0, "delta": 1e-6}, "hhh": hhh}
+    return {
+        "window": {"start_ms": end_ms - 10_000, "end_ms": end_ms, "n_noisy": n_noisy},
+        "budget": {"epsilon": 2.0, "delta": 1e-6},
+        "hhh": hhh,
+    }
 
 
 def test_metrics_follow_the_latest_report_and_replace_its_prefixes() -> None:

@@ -66,8 +66,16 @@ def _run_watch(readings, limit_s: float = 2.0):
     said: list[str] = []
     metrics = ReportMetrics()
     ticks = iter(range(10_000))  # one clock second per reading
-    watch = ReportsStallWatch({}, "reports", limit_s, metrics=metrics, poll_s=0.001, say=said.append,
-                              probe=lambda options, topic: probe, clock=lambda: float(next(ticks)))
+    watch = ReportsStallWatch(
+        {},
+        "reports",
+        limit_s,
+        metrics=metrics,
+        poll_s=0.001,
+        say=said.append,
+        probe=lambda options, topic: probe,
+        clock=lambda: float(next(ticks)),
+    )
     watch.start()
     assert probe.done.wait(10)
     watch.stop()
@@ -105,5 +113,6 @@ def test_a_probe_that_cannot_connect_is_reported_and_the_watch_ends() -> None:
     watch.start()
     watch.join(5)
     assert not watch.is_alive()
-    assert said == ["dphhh run: warning: cannot watch reports for stalled transactions: "
-                    "cannot bootstrap from 127.0.0.1:1"]
+    assert said == [
+        "dphhh run: warning: cannot watch reports for stalled transactions: cannot bootstrap from 127.0.0.1:1"
+    ]

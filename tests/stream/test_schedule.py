@@ -23,22 +23,31 @@ def test_window_arithmetic_and_description() -> None:
     s = ReleaseSchedule(size_ms=1000, origin_ms=5000, grace_ms=200)
     assert s.start_of(12_345) == 12_000 and s.start_of(12_000) == 12_000
     assert s.release_time(12_000) == 13_200 and s.start_of_release_time(13_200) == 12_000
-    assert s.describe(0) == {"kind": "tumbling", "start_ms": 0, "end_ms": 1000, "start": "1970-01-01T00:00:00.000+00:00",
-                             "end": "1970-01-01T00:00:01.000+00:00", "release_ms": 1200,
-                             "release": "1970-01-01T00:00:01.200+00:00"}
+    assert s.describe(0) == {
+        "kind": "tumbling",
+        "start_ms": 0,
+        "end_ms": 1000,
+        "start": "1970-01-01T00:00:00.000+00:00",
+        "end": "1970-01-01T00:00:01.000+00:00",
+        "release_ms": 1200,
+        "release": "1970-01-01T00:00:01.200+00:00",
+    }
     assert s.in_schedule(5000) and not s.in_schedule(4000) and s.last_window is None and s.windows is None
     r = ReleaseSchedule(size_ms=1000, origin_ms=5000, mode=REPLAY, until_ms=8000)
     assert r.last_window == 7000 and r.windows == 3 and r.in_schedule(7000) and not r.in_schedule(8000)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"size_ms": 0, "origin_ms": 0}, "size_ms"),
-    ({"size_ms": 1000, "origin_ms": 10}, "window boundary"),
-    ({"size_ms": 1000, "origin_ms": 0, "mode": "batch"}, "mode"),
-    ({"size_ms": 1000, "origin_ms": 0, "mode": REPLAY}, "needs until_ms"),
-    ({"size_ms": 1000, "origin_ms": 2000, "until_ms": 2000}, "until_ms"),
-    ({"size_ms": 1000, "origin_ms": 0, "grace_ms": -1}, "grace_ms"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"size_ms": 0, "origin_ms": 0}, "size_ms"),
+        ({"size_ms": 1000, "origin_ms": 10}, "window boundary"),
+        ({"size_ms": 1000, "origin_ms": 0, "mode": "batch"}, "mode"),
+        ({"size_ms": 1000, "origin_ms": 0, "mode": REPLAY}, "needs until_ms"),
+        ({"size_ms": 1000, "origin_ms": 2000, "until_ms": 2000}, "until_ms"),
+        ({"size_ms": 1000, "origin_ms": 0, "grace_ms": -1}, "grace_ms"),
+    ],
+)
 def test_invalid_schedules_are_refused(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         ReleaseSchedule(**kwargs)
@@ -47,12 +56,19 @@ def test_invalid_schedules_are_refused(kwargs, match) -> None:
 def test_live_acceptance_rules() -> None:
     """Live: counted iff the event time is inside the schedule and the band around the arrival, and
     the element arrived before its window's scheduled release; else the first failing reason."""
-    s = ReleaseSchedule(size_ms=1000, origin_ms=1000, mode=LIVE, grace_ms=100, until_ms=9000,
-                        max_future_ms=2000, max_past_ms=500)
+    s = ReleaseSchedule(
+        size_ms=1000, origin_ms=1000, mode=LIVE, grace_ms=100, until_ms=9000, max_future_ms=2000, max_past_ms=500
+    )
     cases = [  # (event, arrival, expected window or reason)
-        (1500, 1500, 1000), (1999, 2099, 1000), (1999, 2100, "late"), (999, 999, "before_origin"),
-        (9000, 9000, "after_until"), (4001, 2000, "too_far_ahead"), (4000, 2000, 4000),
-        (2400, 2950, "too_far_behind"), (2450, 2950, 2000),
+        (1500, 1500, 1000),
+        (1999, 2099, 1000),
+        (1999, 2100, "late"),
+        (999, 999, "before_origin"),
+        (9000, 9000, "after_until"),
+        (4001, 2000, "too_far_ahead"),
+        (4000, 2000, 4000),
+        (2400, 2950, "too_far_behind"),
+        (2450, 2950, 2000),
     ]
     starts, codes = s.accept(np.array([c[0] for c in cases]), np.array([c[1] for c in cases]))
     got = [int(w) if c < 0 else ELEMENT_REASONS[c] for w, c in zip(starts.tolist(), codes.tolist())]
@@ -71,13 +87,18 @@ _times = st.integers(min_value=0, max_value=40_000)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(_times, _times), max_size=40), st.tuples(_times, _times), st.integers(0, 40),
-       st.sampled_from([LIVE, REPLAY]))
+@given(
+    st.lists(st.tuples(_times, _times), max_size=40),
+    st.tuples(_times, _times),
+    st.integers(0, 40),
+    st.sampled_from([LIVE, REPLAY]),
+)
 def test_an_added_element_changes_nothing_for_the_others(stream, extra, at, mode) -> None:
     """For any stream X and any element e inserted anywhere, every element of X gets the same
     verdict and window in X + e as in X (no coupling, docs/ALGORITHMS.md §0.1 e)."""
-    s = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=300, until_ms=30_000,
-                        max_future_ms=5000, max_past_ms=2000)
+    s = ReleaseSchedule(
+        size_ms=1000, origin_ms=2000, mode=mode, grace_ms=300, until_ms=30_000, max_future_ms=5000, max_past_ms=2000
+    )
     events, arrivals = np.array([e for e, _ in stream], np.int64), np.array([a for _, a in stream], np.int64)
     at = min(at, len(stream))
     plus_e = np.insert(events, at, extra[0]), np.insert(arrivals, at, extra[1])
@@ -93,8 +114,10 @@ def test_configuration_of_the_schedule() -> None:
     old keys are refused with what replaced them."""
     assert parse_time_ms("2026-12-01T00:00:00Z", "x") == 1796083200000 == parse_time_ms(1796083200000, "x")
     assert parse_time_ms("2026-12-01T00:00:00", "x") == 1796083200000 and parse_time_ms("", "x") is None
-    cfg = load_config(overrides=["window.mode=replay", "window.origin=2026-12-01T00:00:00Z",
-                                 "window.until=2026-12-01T00:01:00Z"], environ={})
+    cfg = load_config(
+        overrides=["window.mode=replay", "window.origin=2026-12-01T00:00:00Z", "window.until=2026-12-01T00:01:00Z"],
+        environ={},
+    )
     sched = cfg.schedule()
     assert (sched.mode, sched.origin_ms, sched.windows) == (REPLAY, 1796083200000, 6)
     assert load_config(environ={}).schedule(123_450_000).origin_ms == 123_450_000  # live: the stored origin
@@ -117,8 +140,12 @@ def test_until_and_the_clock_tick_do_not_change_the_deployment() -> None:
     """Extending a live schedule's end or the clock's tick keeps the deployment (its ledger and
     checkpoints); the origin, grace and bands are part of it."""
     base = load_config(environ={}).deployment_fingerprint()
-    assert load_config(overrides=["window.until=2000000000000", "window.clock_tick_ms=50"],
-                       environ={}).deployment_fingerprint() == base
+    assert (
+        load_config(
+            overrides=["window.until=2000000000000", "window.clock_tick_ms=50"], environ={}
+        ).deployment_fingerprint()
+        == base
+    )
     for changed in (["window.grace_ms=1"], ["window.origin=1000000000000"], ["window.max_future_ms=1"]):
         assert load_config(overrides=changed, environ={}).deployment_fingerprint() != base
 
@@ -141,8 +168,10 @@ def test_the_embedded_default_run_is_a_new_deployment_each_time() -> None:
     from an earlier run)."""
     from stream.cli import embedded_run_overrides
 
-    first, second = dict(o.split("=", 1) for o in embedded_run_overrides()), dict(
-        o.split("=", 1) for o in embedded_run_overrides())
+    first, second = (
+        dict(o.split("=", 1) for o in embedded_run_overrides()),
+        dict(o.split("=", 1) for o in embedded_run_overrides()),
+    )
     for key in ("output.ledger_dir", "flink.checkpoint_dir", "kafka.group_id"):
         assert first[key] != second[key]
     load_config(overrides=embedded_run_overrides(), environ={})  # valid keys
@@ -152,19 +181,24 @@ _stamps = st.integers(min_value=0, max_value=12_000)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_stamps, _stamps, st.booleans()), max_size=30), st.tuples(_stamps, _stamps),
-       st.integers(0, 30), st.sampled_from([LIVE, REPLAY]))
+@given(
+    st.lists(st.tuples(_stamps, _stamps, st.booleans()), max_size=30),
+    st.tuples(_stamps, _stamps),
+    st.integers(0, 30),
+    st.sampled_from([LIVE, REPLAY]),
+)
 def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at, mode) -> None:
     """Through decode_batch itself (the job's code path, where lateness used to come from the
     watermark): for any batch X of JSON records (own time, arrival, some malformed) and one more
     record e anywhere in it, X + e yields X's windows with e's value added to its own window (or e's
     own dead letter), and exactly X's other dead letters."""
+    from connectors.decode import MessageDecoder
     from stream.decode_batch import decode_batch
     from stream.message_batch import pack_batch
-    from connectors.decode import MessageDecoder
 
-    schedule = ReleaseSchedule(size_ms=1000, origin_ms=2000, mode=mode, grace_ms=200, until_ms=10_000,
-                               max_future_ms=2500, max_past_ms=1500)
+    schedule = ReleaseSchedule(
+        size_ms=1000, origin_ms=2000, mode=mode, grace_ms=200, until_ms=10_000, max_future_ms=2500, max_past_ms=1500
+    )
     decoder = MessageDecoder("json", json_field="ip", json_time_field="t")
 
     def record(i: int, t: int, ok: bool) -> bytes:
@@ -175,8 +209,9 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
     e = f'{{"ip": "192.0.2.1", "t": {extra[0]}}}'.encode()
     at = min(at, len(rows))
     base = decode_batch(pack_batch(stamps, messages), decoder, schedule)
-    more = decode_batch(pack_batch(stamps[:at] + [extra[1]] + stamps[at:], messages[:at] + [e] + messages[at:]),
-                        decoder, schedule)
+    more = decode_batch(
+        pack_batch(stamps[:at] + [extra[1]] + stamps[at:], messages[:at] + [e] + messages[at:]), decoder, schedule
+    )
     assert [d for d in more.dead if d[1] != e] == base.dead  # the others' dead letters, unchanged
     base_windows = {start: values.tolist() for start, values, _, _ in base.windows}
     more_windows = {start: values.tolist() for start, values, _, _ in more.windows}

@@ -37,8 +37,26 @@ def test_lue_answers_ranges_close_to_the_truth(capsys, ports_csv) -> None:
     """LUE-DPTree over a csv port column answers ranges within a few noise scales; the bad row is counted
     on the operational line, the out-of-domain one (70000) nowhere."""
     f, ports = ports_csv
-    doc, err = _run_err(capsys, "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "0:65535",
-                        "--query", "443:443", "--query", "0:1023", "--query", "1024:65535", "--seed", "5")
+    doc, err = _run_err(
+        capsys,
+        "lue",
+        "--input",
+        str(f),
+        "--column",
+        "port",
+        "--epsilon",
+        "1",
+        "--domain",
+        "0:65535",
+        "--query",
+        "443:443",
+        "--query",
+        "0:1023",
+        "--query",
+        "1024:65535",
+        "--seed",
+        "5",
+    )
     assert doc["schema"] == "dphhh.snapshot/1" and doc["module"] == "lue"
     assert set(doc["input"]) == {"path", "format", "out_of_domain"}
     assert doc["input"]["out_of_domain"].startswith("dropped")
@@ -55,8 +73,25 @@ def test_lue_answers_ranges_close_to_the_truth(capsys, ports_csv) -> None:
 def test_lue_option_errors_name_the_option(capsys, ports_csv) -> None:
     """A query outside the domain or a malformed domain is a usage error (exit 2) naming the option."""
     f, _ = ports_csv
-    assert main(["snapshot", "lue", "--input", str(f), "--column", "port", "--epsilon", "1",
-                 "--domain", "0:1023", "--query", "0:2000"]) == 2
+    assert (
+        main(
+            [
+                "snapshot",
+                "lue",
+                "--input",
+                str(f),
+                "--column",
+                "port",
+                "--epsilon",
+                "1",
+                "--domain",
+                "0:1023",
+                "--query",
+                "0:2000",
+            ]
+        )
+        == 2
+    )
     assert "--query: range 0:2000 is outside the domain 0:1023" in capsys.readouterr().err
     assert main(["snapshot", "lue", "--input", str(f), "--column", "port", "--epsilon", "1", "--domain", "9"]) == 2
     assert "--domain: expected a range a:b" in capsys.readouterr().err
@@ -70,8 +105,22 @@ def test_inftda_on_paths_is_consistent_and_needs_a_public_domain(capsys, tmp_pat
     domain.write_text("de/by/muc\nde/by/nue\nde/be/ber\nfr/idf/par\n")
     data = tmp_path / "paths.txt"
     data.write_text("de/by/muc\n" * 3000 + "fr/idf/par\n" * 1000 + "xx/yy/zz\nde/by\n")
-    doc, err = _run_err(capsys, "inftda", "--input", str(data), "--hierarchy", "path:3", "--domain", str(domain),
-                        "--epsilon", "1", "--delta", "1e-6", "--seed", "2")
+    doc, err = _run_err(
+        capsys,
+        "inftda",
+        "--input",
+        str(data),
+        "--hierarchy",
+        "path:3",
+        "--domain",
+        str(domain),
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "2",
+    )
     # xx/yy/zz (outside the domain) and de/by (another depth) are valid records: counted nowhere
     assert "skipped" not in doc["input"] and "operational" not in err and "xx/yy/zz" not in json.dumps(doc)
     assert doc["budget"]["rho"] > 0 and doc["budget"]["delta"] == 1e-6
@@ -80,8 +129,10 @@ def test_inftda_on_paths_is_consistent_and_needs_a_public_domain(capsys, tmp_pat
         assert sum(levels[level].values()) == levels[0]["*"]  # consistent at every level
         assert all(isinstance(c, int) and c >= 0 for c in levels[level].values())
     assert abs(levels[3]["de/by/muc"] - 3000) < 150
-    assert main(["snapshot", "inftda", "--input", str(data), "--hierarchy", "path:3", "--epsilon", "1",
-                 "--delta", "1e-6"]) == 2
+    assert (
+        main(["snapshot", "inftda", "--input", str(data), "--hierarchy", "path:3", "--epsilon", "1", "--delta", "1e-6"])
+        == 2
+    )
     assert "needs the public list of possible paths" in capsys.readouterr().err
 
 
@@ -91,8 +142,9 @@ CAPTURE = capture(DEMO_CAPTURE)
 def test_hhh_on_the_capture_finds_the_reflection_prefixes(capsys) -> None:
     """Offline HHH of the SYN-ACK capture at tau=1000: the planner falls back to the baseline (Algorithm 1's
     guard) and the three heavy /8 prefixes are reported."""
-    doc = _run(capsys, "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
-               "--seed", "4")
+    doc = _run(
+        capsys, "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000", "--seed", "4"
+    )
     assert doc["budget"]["mechanism"] == "stability_histogram"
     assert {"104.0.0.0/8", "107.0.0.0/8", "172.0.0.0/8"} <= {x["prefix"] for x in doc["result"]["hhh"]}
     assert "skipped" not in doc["input"]  # the 4 non-IPv4 packets are counted nowhere
@@ -100,14 +152,44 @@ def test_hhh_on_the_capture_finds_the_reflection_prefixes(capsys) -> None:
 
 def test_hhh_algorithm1_guard_and_planner_need_their_inputs(capsys) -> None:
     """Algorithm 1 below its guard, and auto mode above it without a public n, are usage errors naming why."""
-    assert main(["snapshot", "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000",
-                 "--algorithm", "algorithm1"]) == 2
+    assert (
+        main(
+            [
+                "snapshot",
+                "hhh",
+                "--input",
+                str(CAPTURE),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-6",
+                "--tau",
+                "1000",
+                "--algorithm",
+                "algorithm1",
+            ]
+        )
+        == 2
+    )
     assert "smallest allowed tau" in capsys.readouterr().err
-    assert main(["snapshot", "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6",
-                 "--tau", "1e7"]) == 2
+    assert main(["snapshot", "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1e7"]) == 2
     assert "--expected-n" in capsys.readouterr().err
-    doc = _run(capsys, "hhh", "--input", str(CAPTURE), "--epsilon", "1", "--delta", "1e-6", "--tau", "1e7",
-               "--expected-n", "8000", "--seed", "1")
+    doc = _run(
+        capsys,
+        "hhh",
+        "--input",
+        str(CAPTURE),
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--tau",
+        "1e7",
+        "--expected-n",
+        "8000",
+        "--seed",
+        "1",
+    )
     assert doc["result"]["plan"]["choice"] in ("algorithm1", "stability_histogram") and doc["result"]["hhh"] == []
 
 
@@ -118,16 +200,50 @@ def test_ahead_answers_one_and_two_dimensional_ranges(capsys, tmp_path: Path) ->
     b = rng.integers(0, 16, 50_000)
     f = tmp_path / "t.jsonl"
     f.write_text("".join(f'{{"a": {x}, "b": {y}}}\n' for x, y in zip(a, b)) + '{"a": 99, "b": 1}\n')
-    doc = _run(capsys, "ahead", "--input", str(f), "--column", "a", "--domain", "0:63", "--epsilon", "2",
-               "--query", "0:7", "--query", "3:3", "--seed", "3")
+    doc = _run(
+        capsys,
+        "ahead",
+        "--input",
+        str(f),
+        "--column",
+        "a",
+        "--domain",
+        "0:63",
+        "--epsilon",
+        "2",
+        "--query",
+        "0:7",
+        "--query",
+        "3:3",
+        "--seed",
+        "3",
+    )
     assert "skipped" not in doc["input"] and doc["budget"]["delta"] == 0.0  # 99 is clamped to 63, uncounted
     assert "users" not in json.dumps(doc["result"]["summary"])
     truth = [np.mean(a <= 7), np.mean(a == 3)]
     # LDP noise at N = 5e4, eps = 2: a range's sd is about 0.01; 0.06 is a wide margin (seeded run)
     for answer, exact in zip(doc["answers"], truth):
         assert abs(answer["fraction"] - exact) < 0.06, answer
-    doc = _run(capsys, "ahead", "--input", str(f), "--column", "a", "--column", "b", "--domain", "0:63",
-               "--domain", "0:15", "--epsilon", "2", "--query", "0:63,0:7", "--seed", "3")
+    doc = _run(
+        capsys,
+        "ahead",
+        "--input",
+        str(f),
+        "--column",
+        "a",
+        "--column",
+        "b",
+        "--domain",
+        "0:63",
+        "--domain",
+        "0:15",
+        "--epsilon",
+        "2",
+        "--query",
+        "0:63,0:7",
+        "--seed",
+        "3",
+    )
     assert abs(doc["answers"][0]["fraction"] - np.mean(b <= 7)) < 0.1
     assert main(["snapshot", "ahead", "--input", str(f), "--column", "a", "--epsilon", "1"]) == 2
     assert "--domain: give one LO:HI per column" in capsys.readouterr().err

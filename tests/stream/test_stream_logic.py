@@ -107,19 +107,19 @@ def test_assembler_with_seed_is_deterministic(tmp_path: Path) -> None:
 def test_config_layers_and_errors(tmp_path: Path) -> None:
     """File, environment and --set override the defaults in that order; bad values name their key."""
     path = tmp_path / "c.toml"
-    path.write_text('[privacy]\nepsilon = 2.0\ncounters = 64\n[window]\nsize_ms = 500\n')
+    path.write_text("[privacy]\nepsilon = 2.0\ncounters = 64\n[window]\nsize_ms = 500\n")
     cfg = load_config(path, environ={"DPHHH_PRIVACY_EPSILON": "3"}, overrides=["window.size_ms=700"])
     assert cfg["privacy.epsilon"] == 3.0 and cfg.params.counters == 64 and cfg["window.size_ms"] == 700
     for bad, word in [
-        ('[privacy]\nepsilon = -1\n', "privacy.epsilon"),
-        ('[privacy]\nepsilonn = 1\n', "privacy.epsilonn"),
+        ("[privacy]\nepsilon = -1\n", "privacy.epsilon"),
+        ("[privacy]\nepsilonn = 1\n", "privacy.epsilonn"),
         ('[window]\nsize_ms = "x"\n', "window.size_ms"),
         ('[input]\nformat = "csv"\n', "input.format"),
         ('[hierarchy]\nspec = "ipv4:16,8"\n', "hierarchy.spec"),
         ('[kafka]\nstart = "middle"\n', "kafka.start"),
-        ('[flink]\nbatch_max_messages = 0\n', "flink.batch_max_messages"),
-        ('[flink]\nbatch_max_delay_ms = -5\n', "flink.batch_max_delay_ms"),
-        ('not toml', "not valid TOML"),
+        ("[flink]\nbatch_max_messages = 0\n", "flink.batch_max_messages"),
+        ("[flink]\nbatch_max_delay_ms = -5\n", "flink.batch_max_delay_ms"),
+        ("not toml", "not valid TOML"),
     ]:
         path.write_text(bad)
         with pytest.raises(ConfigError, match=word.replace(".", r"\.")):
@@ -170,12 +170,16 @@ def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monk
     from stream.cli import build_parser, kafka_options
 
     secret = tmp_path / "jaas"
-    secret.write_text('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t";\n')
+    secret.write_text(
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t";\n'
+    )
     monkeypatch.setenv("TEST_KAFKA_PASSWORD", "hunter2")
     path = tmp_path / "c.toml"
-    path.write_text('[kafka]\nbootstrap = "broker-a:9093"\nsecurity_protocol = "SASL_SSL"\n'
-                    f'[kafka.extra]\n"sasl.mechanism" = "PLAIN"\n"sasl.jaas.config" = "file:{secret}"\n'
-                    '"ssl.keystore.password" = "env:TEST_KAFKA_PASSWORD"\n')
+    path.write_text(
+        '[kafka]\nbootstrap = "broker-a:9093"\nsecurity_protocol = "SASL_SSL"\n'
+        f'[kafka.extra]\n"sasl.mechanism" = "PLAIN"\n"sasl.jaas.config" = "file:{secret}"\n'
+        '"ssl.keystore.password" = "env:TEST_KAFKA_PASSWORD"\n'
+    )
     cfg = load_config(path, environ={})
     opts = cfg.kafka_client_options()
     assert opts["sasl.jaas.config"].endswith('password="s3cr3t";') and opts["ssl.keystore.password"] == "hunter2"
@@ -213,7 +217,7 @@ def test_record_timestamps_travel_in_front_of_the_value() -> None:
     from stream.operators import stamp, unstamp
 
     for ts in (0, 1_796_083_200_500, 2**62, None):
-        assert unstamp(stamp(b"{\"x\": 1}", ts)) == (ts, b"{\"x\": 1}")
+        assert unstamp(stamp(b'{"x": 1}', ts)) == (ts, b'{"x": 1}')
     assert stamp(b"", 1) == (1).to_bytes(8, "big") and len(stamp(b"abc", None)) == 11
 
 

@@ -19,9 +19,16 @@ from stream.schedule import ReleaseSchedule
 
 
 def _cfg(partitions: int):
-    return load_config(None, environ={}, overrides=[
-        "input.format=flow-json", "input.flow_weight=bytes", "input.weight_cap=1000",
-        f"privacy.partitions={partitions}"])
+    return load_config(
+        None,
+        environ={},
+        overrides=[
+            "input.format=flow-json",
+            "input.flow_weight=bytes",
+            "input.weight_cap=1000",
+            f"privacy.partitions={partitions}",
+        ],
+    )
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
@@ -49,7 +56,7 @@ def test_unweighted_payloads_carry_no_weights() -> None:
     """Without weights the compact unweighted payload kinds are used (no weights on the wire)."""
     cfg = load_config(None, environ={})
     values = np.array([1, 2, 3], dtype=np.uint32)
-    (_, payload, _), = list(sketch_payloads(values, cfg))
+    ((_, payload, _),) = list(sketch_payloads(values, cfg))
     keys, w = unpack_weighted_levels(payload, cfg.hierarchy)
     assert w is None and keys[-1].tolist() == [1, 2, 3] and len(payload) == 16 + 12
 
@@ -57,17 +64,24 @@ def test_unweighted_payloads_carry_no_weights() -> None:
 def test_decode_batch_keeps_weights_with_their_records() -> None:
     """flow-json messages: bad records dead-lettered with their reason, the good ones' weights
     (unclipped: the decode operator clips) aligned with their addresses, per window of their own time."""
-    def rec(ip: str, nbytes: int, t: str) -> bytes:
-        return json.dumps({"ip_src": ip, "ip_dst": "10.0.0.1", "packets": 1, "bytes": nbytes,
-                           "timestamp_start": t}).encode()
 
-    messages = [rec("10.1.1.1", 500, "1970-01-01 00:00:01.500"), b"{bad", rec("10.2.2.2", 5000, "1970-01-01 00:00:00.200"),
-                rec("2001:db8::1", 80, "1970-01-01 00:00:01.100"), json.dumps({"ip_src": "10.3.3.3", "packets": -1,
-                                                                               "bytes": 2}).encode()]
+    def rec(ip: str, nbytes: int, t: str) -> bytes:
+        return json.dumps(
+            {"ip_src": ip, "ip_dst": "10.0.0.1", "packets": 1, "bytes": nbytes, "timestamp_start": t}
+        ).encode()
+
+    messages = [
+        rec("10.1.1.1", 500, "1970-01-01 00:00:01.500"),
+        b"{bad",
+        rec("10.2.2.2", 5000, "1970-01-01 00:00:00.200"),
+        rec("2001:db8::1", 80, "1970-01-01 00:00:01.100"),
+        json.dumps({"ip_src": "10.3.3.3", "packets": -1, "bytes": 2}).encode(),
+    ]
     decoder = MessageDecoder("flow-json", flow_weight="bytes")
     schedule = ReleaseSchedule(size_ms=1000, origin_ms=0, mode="live", max_past_ms=10_000)
     out = decode_batch(pack_batch([900] * len(messages), messages), decoder, schedule)
     assert [r for r, _, _ in out.dead] == ["bad_json", "wrong_family", "bad_counter"]
     assert [(s, v.tolist(), w.tolist()) for s, v, _, w in out.windows] == [
         (0, [(10 << 24) | (2 << 16) | (2 << 8) | 2], [5000]),
-        (1000, [(10 << 24) | (1 << 16) | (1 << 8) | 1], [500])]
+        (1000, [(10 << 24) | (1 << 16) | (1 << 8) | 1], [500]),
+    ]

@@ -150,7 +150,7 @@ def test_ahead_close_to_truth_with_negligible_noise_many_users() -> None:
     values = _skewed_values(120_000, 64, 8)  # 20 000 users per group: sampling sd <= 0.0036
     true = np.bincount(values, minlength=64) / values.size
     est = ahead_1d(values, 64, AheadParams(HUGE), rng=9)
-    errors = [abs(est.answer(lo, hi) - true[lo:hi + 1].sum()) for lo in range(0, 64, 3) for hi in range(lo, 64, 5)]
+    errors = [abs(est.answer(lo, hi) - true[lo : hi + 1].sum()) for lo in range(0, 64, 3) for hi in range(lo, 64, 5)]
     assert max(errors) < 0.02
 
 
@@ -192,7 +192,7 @@ def test_ahead_beats_hio_and_uni_on_skewed_data() -> None:
     queries = [tuple(sorted(qrng.integers(0, 64, 2))) for _ in range(200)]
 
     def mse(est) -> float:
-        return float(np.mean([(est.answer(a, b) - true[a:b + 1].sum()) ** 2 for a, b in queries]))
+        return float(np.mean([(est.answer(a, b) - true[a : b + 1].sum()) ** 2 for a, b in queries]))
 
     ahead = np.mean([mse(ahead_1d(values, 64, AheadParams(1.0), rng=s)) for s in range(3)])
     hio_mse = np.mean([mse(hio(values, [64], HioParams(1.0), rng=s)) for s in range(3)])
@@ -227,7 +227,7 @@ def test_ahead_2d_noisy_full_domain_and_accuracy() -> None:
     qs = [(tuple(sorted(rng.integers(0, 32, 2))), tuple(sorted(rng.integers(0, 32, 2)))) for _ in range(100)]
 
     def err(e) -> float:
-        return float(np.mean([(e.answer(a, b) - hist[a[0]:a[1] + 1, b[0]:b[1] + 1].sum()) ** 2 for a, b in qs]))
+        return float(np.mean([(e.answer(a, b) - hist[a[0] : a[1] + 1, b[0] : b[1] + 1].sum()) ** 2 for a, b in qs]))
 
     assert err(est) < err(uni)
 
@@ -243,8 +243,11 @@ def test_max_entropy_matches_pairwise_tables_and_is_product_for_independence() -
         tables[(a, c)] = np.outer(pa, pc)
     atoms = max_entropy_atoms(3, tables)
     assert atoms[1, 1, 1] == pytest.approx(0.3 * 0.6 * 0.5, abs=1e-9)
-    dependent = {(0, 1): np.array([[0.5, 0.0], [0.0, 0.5]]), (0, 2): np.array([[0.25, 0.25], [0.25, 0.25]]),
-                 (1, 2): np.array([[0.25, 0.25], [0.25, 0.25]])}
+    dependent = {
+        (0, 1): np.array([[0.5, 0.0], [0.0, 0.5]]),
+        (0, 2): np.array([[0.25, 0.25], [0.25, 0.25]]),
+        (1, 2): np.array([[0.25, 0.25], [0.25, 0.25]]),
+    }
     atoms = max_entropy_atoms(3, dependent)
     for (a, c), table in dependent.items():
         other = tuple(k for k in range(3) if k not in (a, c))

@@ -67,8 +67,11 @@ def multiple_of(y: np.ndarray, grid: float) -> np.ndarray:
 def leaf_outputs(leaf_count: int, seed: int, *, old: bool) -> np.ndarray:
     """``TRIALS`` released values of leaf [1, 1] when value 1 occurs ``leaf_count`` times."""
     counts = TREE.node_counts(np.array([leaf_count, 0]))
-    noisy = old_noisy_node_values(counts, BUDGETS, seed) if old else noisy_node_values(
-        TREE, counts, BUDGETS, np.random.default_rng(seed), trials=TRIALS)
+    noisy = (
+        old_noisy_node_values(counts, BUDGETS, seed)
+        if old
+        else noisy_node_values(TREE, counts, BUDGETS, np.random.default_rng(seed), trials=TRIALS)
+    )
     return noisy[LEAF]
 
 
@@ -82,12 +85,14 @@ def impossible_at_2(y: np.ndarray) -> np.ndarray:
     return (np.abs(y) < 0.5) & ~multiple_of(y, 2.0**-52)
 
 
-@pytest.mark.parametrize("count, seeds, impossible_above, lower_bound", [
-    (0, (1, 2), impossible_at_1, 0.1),  # about 17% of count-0 outputs: not multiples of 2^-53
-    (1, (3, 4), impossible_at_2, 0.02),  # about 4.6% of count-1 outputs: odd multiples of 2^-53
-])
-def test_old_float_release_prints_values_that_identify_the_count(count, seeds, impossible_above,
-                                                                 lower_bound) -> None:
+@pytest.mark.parametrize(
+    "count, seeds, impossible_above, lower_bound",
+    [
+        (0, (1, 2), impossible_at_1, 0.1),  # about 17% of count-0 outputs: not multiples of 2^-53
+        (1, (3, 4), impossible_at_2, 0.02),  # about 4.6% of count-1 outputs: odd multiples of 2^-53
+    ],
+)
+def test_old_float_release_prints_values_that_identify_the_count(count, seeds, impossible_above, lower_bound) -> None:
     """Old release, counts c vs c + 1 (c = 0, 1): a share of single outputs at c are doubles that no
     output at c + 1 can equal (lemma), so one printed value reveals the input. Checked: the
     Clopper–Pearson lower bound (α = 1e-3) of that share exceeds ``lower_bound``, and none of the
@@ -96,9 +101,11 @@ def test_old_float_release_prints_values_that_identify_the_count(count, seeds, i
     at_next = leaf_outputs(count + 1, seed=seeds[1], old=True)
     hits = int(impossible_above(at_c).sum())
     low = clopper_pearson_lower(hits, TRIALS)
-    print(f"old sampler, count {count} vs {count + 1}: {hits / TRIALS:.4f} of count-{count} outputs impossible at "
-          f"count {count + 1} (CP lower {low:.4f}); count-{count + 1} outputs in that set: "
-          f"{int(impossible_above(at_next).sum())}")
+    print(
+        f"old sampler, count {count} vs {count + 1}: {hits / TRIALS:.4f} of count-{count} outputs impossible at "
+        f"count {count + 1} (CP lower {low:.4f}); count-{count + 1} outputs in that set: "
+        f"{int(impossible_above(at_next).sum())}"
+    )
     assert low > lower_bound
     assert not impossible_above(at_next).any()
 
@@ -130,6 +137,8 @@ def test_discrete_release_supports_of_neighbours_differ_only_at_two_extreme_inte
     p_zero = (GRID - int(counts[0])) / GRID
     p_top = int(counts[-1]) / GRID
     p_only_at_x = p_zero * p_top
-    print(f"discrete sampler at scale {scale:.4f}: K = {k_max}, P(output only possible at x) = "
-          f"{p_only_at_x:.3e} = {p_only_at_x * 2**53:.3f} * 2^-53")
+    print(
+        f"discrete sampler at scale {scale:.4f}: K = {k_max}, P(output only possible at x) = "
+        f"{p_only_at_x:.3e} = {p_only_at_x * 2**53:.3f} * 2^-53"
+    )
     assert p_only_at_x < 2.0**-53

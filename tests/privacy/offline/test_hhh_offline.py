@@ -52,7 +52,10 @@ def _tiny(scales: Algorithm1Scales) -> Algorithm1Scales:
         ({"epsilon": -1, "delta": 1e-6, "tau": 10}, "OfflineHHHParams: epsilon must be a finite number > 0, got -1"),
         ({"epsilon": 1, "delta": 0, "tau": 10}, "OfflineHHHParams: delta must be a number with 0 < delta < 1, got 0"),
         ({"epsilon": 1, "delta": 1e-6, "tau": 0}, "OfflineHHHParams: tau must be a finite number > 0, got 0"),
-        ({"epsilon": 1, "delta": 1e-6, "tau": 5, "beta": 1}, "OfflineHHHParams: beta must be a number with 0 < beta < 1, got 1"),
+        (
+            {"epsilon": 1, "delta": 1e-6, "tau": 5, "beta": 1},
+            "OfflineHHHParams: beta must be a number with 0 < beta < 1, got 1",
+        ),
     ],
 )
 def test_params_are_validated_with_prefixed_messages(kwargs: dict, message: str) -> None:
@@ -137,13 +140,17 @@ def test_hashed_hierarchies_are_counted_too() -> None:
     hp = PathHierarchy(3)
     tree = count_hierarchy(paths, hp)
     for level in (1, 2, 3):
-        assert dict(zip(tree.levels[level].keys.tolist(), tree.levels[level].counts.tolist())) == exact_counts(hp, paths, level)
+        assert dict(zip(tree.levels[level].keys.tolist(), tree.levels[level].counts.tolist())) == exact_counts(
+            hp, paths, level
+        )
     rng = np.random.default_rng(5)
     v6 = (rng.integers(0, 3, 300).astype(np.uint64) << np.uint64(48), rng.integers(0, 4, 300).astype(np.uint64))
     h6 = IPv6Hierarchy([16, 64, 128])
     tree6 = count_hierarchy(v6, h6)
     for level in (1, 2, 3):
-        assert dict(zip(tree6.levels[level].keys.tolist(), tree6.levels[level].counts.tolist())) == exact_counts(h6, v6, level)
+        assert dict(zip(tree6.levels[level].keys.tolist(), tree6.levels[level].counts.tolist())) == exact_counts(
+            h6, v6, level
+        )
 
 
 def test_weights_count_a_value_several_times() -> None:
@@ -269,10 +276,16 @@ def _literal_baseline(values: np.ndarray, tau: float, s: BaselineScales, seed: i
         for p in nodes:
             c = noisy[(level, p)]
             maximal = [
-                q for q in chosen
+                q
+                for q in chosen
                 if H4.ancestor(q[1], q[0], level) == p
-                and not any(r != q and r[0] < q[0] and H4.ancestor(q[1], q[0], r[0]) == r[1]
-                            and H4.ancestor(r[1], r[0], level) == p for r in chosen)
+                and not any(
+                    r != q
+                    and r[0] < q[0]
+                    and H4.ancestor(q[1], q[0], r[0]) == r[1]
+                    and H4.ancestor(r[1], r[0], level) == p
+                    for r in chosen
+                )
             ]
             residual = c - sum(noisy[q] for q in maximal)
             if c >= s.integer_threshold and residual >= tau:
@@ -294,7 +307,8 @@ def test_vectorised_algorithm1_equals_literal_reference(seed: int) -> None:
     tree = count_hierarchy(values, H4)
     got = {
         (o.level, int(tree.levels[o.level].keys[i])): float(o.released[0, i])
-        for o in out for i in np.flatnonzero(o.selected[0])
+        for o in out
+        for i in np.flatnonzero(o.selected[0])
     }
     want = _literal_algorithm1(values, tau, scales, seed)
     assert got == want and len(want) > 2
@@ -311,7 +325,8 @@ def test_vectorised_baseline_equals_literal_reference(seed: int) -> None:
     out = baseline_levels(tree, tau, scales, SeededRandomSource(seed))
     got = {
         (o.level, int(tree.levels[o.level].keys[i])): float(o.released[0, i])
-        for o in out for i in np.flatnonzero(o.selected[0])
+        for o in out
+        for i in np.flatnonzero(o.selected[0])
     }
     want = _literal_baseline(values, tau, scales, seed)
     assert got == want and len(want) > 2
@@ -325,9 +340,9 @@ def test_conditioned_counts_use_the_given_selection() -> None:
     sel[4][0, 1] = True  # 10.0.0.2 (count 7)
     sel[2][0, 0] = True  # 10.0/16 (counts 5 + 7 = 12; residual 5)
     f = conditioned_counts(tree, sel)
-    assert f[3][0].tolist() == [5, 11]       # 10.0.0/24: 12 − 7; 10.1.0/24: 11
-    assert f[2][0].tolist() == [5, 11]       # 10.0/16: 12 − 7; 10.1/16: 11
-    assert f[1][0].tolist() == [11]          # 10/8: 23 − 12 (10.0/16 selected, covers 10.0.0.2 too)
+    assert f[3][0].tolist() == [5, 11]  # 10.0.0/24: 12 − 7; 10.1.0/24: 11
+    assert f[2][0].tolist() == [5, 11]  # 10.0/16: 12 − 7; 10.1/16: 11
+    assert f[1][0].tolist() == [11]  # 10/8: 23 − 12 (10.0/16 selected, covers 10.0.0.2 too)
 
 
 # --------------------------------------------------------------------------------------------

@@ -165,8 +165,7 @@ def test_estimates_unbiased_and_variance_formula(oracle: str) -> None:
     freq = np.array([0.4, 0.25, 0.2, 0.1, 0.05, 0.0])
     values = np.repeat(np.arange(d), (freq * USERS).astype(int))
     est = _estimates(oracle, eps, values, d, seed=41 if oracle == "oue" else 42)
-    var = (ldp.oue_variance(eps, USERS, freq) if oracle == "oue"
-           else ldp.grr_variance(eps, USERS, d, freq))
+    var = ldp.oue_variance(eps, USERS, freq) if oracle == "oue" else ldp.grr_variance(eps, USERS, d, freq)
     z = 5.3  # two-sided normal tail 1.2e-7 per cell
     assert np.all(np.abs(est.mean(axis=0) - freq) <= z * np.sqrt(var / REPS))
     lo = stats.chi2.ppf(ALPHA, REPS - 1) / (REPS - 1)
@@ -174,8 +173,7 @@ def test_estimates_unbiased_and_variance_formula(oracle: str) -> None:
     ratio = est.var(axis=0, ddof=1) / var
     assert np.all((lo <= ratio) & (ratio <= hi))
     # Power: the variance formula at a wrong ε (× 1.5) falls outside the band for every cell.
-    wrong = (ldp.oue_variance(1.5 * eps, USERS, freq) if oracle == "oue"
-             else ldp.grr_variance(1.5 * eps, USERS, d, freq))
+    wrong = ldp.oue_variance(1.5 * eps, USERS, freq) if oracle == "oue" else ldp.grr_variance(1.5 * eps, USERS, d, freq)
     wrong_ratio = est.var(axis=0, ddof=1) / wrong
     assert np.all((wrong_ratio < lo) | (wrong_ratio > hi))
 

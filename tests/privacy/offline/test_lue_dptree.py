@@ -328,7 +328,7 @@ def test_release_answers_and_report() -> None:
     check_consistent(tree, result.estimates)
     leaves = result.estimates[tree.leaf_index()]
     for lo, hi in [(1, 22), (3, 17), (5, 5), (9, 15)]:
-        assert result.answer(lo, hi) == pytest.approx(leaves[lo - 1:hi].sum(), abs=1e-8)
+        assert result.answer(lo, hi) == pytest.approx(leaves[lo - 1 : hi].sum(), abs=1e-8)
     report = json.loads(json.dumps(result.to_dict()))
     assert report["algorithm"] == "LUE-DPTree"
     assert report["guarantee"]["epsilon"] == 1.0 and report["guarantee"]["delta"] == 0.0
@@ -339,7 +339,9 @@ def test_release_answers_and_report() -> None:
     assert result.noisy.dtype == np.int64
     assert report["budgets"]["max_path_sum"] == pytest.approx(1.0)
     assert len(report["nodes"]) == tree.size
-    assert report["expected_squared_error"]["value"] == pytest.approx(expected_query_error(tree, result.budgets, blue=True))
+    assert report["expected_squared_error"]["value"] == pytest.approx(
+        expected_query_error(tree, result.budgets, blue=True)
+    )
     assert report["expected_squared_error"]["kind"] == "exact"
     assert not hasattr(result, "counts")
 
@@ -365,7 +367,9 @@ def test_input_validation() -> None:
         LueParams(-1)
     with pytest.raises(ValueError, match="LueParams: budgets must be one of optimal, uniform"):
         LueParams(1.0, budgets="equal")
-    with pytest.raises(ValueError, match="LUE-DPTree: values must be integers in \\[1, n = 8\\]; some are outside") as info:
+    with pytest.raises(
+        ValueError, match="LUE-DPTree: values must be integers in \\[1, n = 8\\]; some are outside"
+    ) as info:
         lue_dptree(np.array([1, 2, 12345]), tree, LueParams(1.0), rng=0)
     assert "12345" not in str(info.value)
     with pytest.raises(ValueError, match="LUE-DPTree: counts must be 8 non-negative integers"):
@@ -388,7 +392,7 @@ def _measured_mse(epsilon: float, blue: bool, trials: int = 20_000) -> tuple[flo
     errors = []
     for a in range(1, tree.n + 1):
         for b in range(a, tree.n + 1):
-            errors.append(est[tree.decompose(a, b)].sum(axis=0) - counts[a - 1:b].sum())
+            errors.append(est[tree.decompose(a, b)].sum(axis=0) - counts[a - 1 : b].sum())
     per_release = np.mean(np.square(errors), axis=0)
     return float(per_release.mean()), float(per_release.std(ddof=1) / np.sqrt(trials)), tree, eps
 
@@ -455,8 +459,8 @@ def test_release_noise_is_the_discrete_laplace_with_the_node_budgets() -> None:
     counts = tree.node_counts(np.array([3, 0, 9, 1]))
     noise = noisy_node_values(tree, counts, eps, np.random.default_rng(70), trials=40_000) - counts[:, None]
     for x in range(tree.size):
-        assert symmetric_chisquare_pvalue(noise[x], lambda k: discrete_laplace_pmf(k, 1 / eps[x])) > 1e-6
-        assert symmetric_chisquare_pvalue(noise[x], lambda k: discrete_laplace_pmf(k, 0.5 / eps[x])) < 1e-6
+        assert symmetric_chisquare_pvalue(noise[x], lambda k, x=x: discrete_laplace_pmf(k, 1 / eps[x])) > 1e-6
+        assert symmetric_chisquare_pvalue(noise[x], lambda k, x=x: discrete_laplace_pmf(k, 0.5 / eps[x])) < 1e-6
 
 
 @pytest.mark.parametrize("seed", [60, 61, 62])

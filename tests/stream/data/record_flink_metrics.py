@@ -26,22 +26,33 @@ TYPES = {"JmxCounter": "counter", "JmxGauge": "gauge", "JmxMeter": "meter", "Jmx
 
 
 def main() -> None:
+    import pyflink
+
     from connectors.kafka_io import PackedProducer
     from stream.config import load_config
     from stream.job import build_pipeline, flink_configuration, prepare_gateway
     from stream.ledger import resolve_origin
     from stream.runner import prepare_kafka
 
-    import pyflink
-
     name = f"record-metrics-{uuid.uuid4().hex[:6]}"
     work = ROOT / "var" / "runs" / name
-    cfg = load_config(None, overrides=[
-        f"kafka.input_topic={name}-in", f"kafka.reports_topic={name}-reports", f"kafka.dead_letter_topic={name}-dead",
-        f"kafka.group_id={name}", "input.format=text-ipv4", "window.size_ms=2000", "privacy.partitions=2",
-        "privacy.unit_key=", f"output.ledger_dir={work / 'ledger'}", f"output.reports_file={work / 'reports.jsonl'}",
-        f"flink.checkpoint_dir={work / 'checkpoints'}", "flink.checkpoint_interval_ms=1000",
-    ])
+    cfg = load_config(
+        None,
+        overrides=[
+            f"kafka.input_topic={name}-in",
+            f"kafka.reports_topic={name}-reports",
+            f"kafka.dead_letter_topic={name}-dead",
+            f"kafka.group_id={name}",
+            "input.format=text-ipv4",
+            "window.size_ms=2000",
+            "privacy.partitions=2",
+            "privacy.unit_key=",
+            f"output.ledger_dir={work / 'ledger'}",
+            f"output.reports_file={work / 'reports.jsonl'}",
+            f"flink.checkpoint_dir={work / 'checkpoints'}",
+            "flink.checkpoint_interval_ms=1000",
+        ],
+    )
     broker = prepare_kafka(cfg)
     try:
         resolve_origin(cfg, int(time.time() * 1000))
@@ -80,9 +91,10 @@ def main() -> None:
 
         found = set()
         pattern = jvm.javax.management.ObjectName("org.apache.flink.*:*")  # also a QueryExp (py4j cannot pass null)
-        for object_name in call("queryNames", ("javax.management.ObjectName", pattern),
-                                ("javax.management.QueryExp", pattern)):
-            domain = object_name.getDomain()[len("org.apache.flink."):]
+        for object_name in call(
+            "queryNames", ("javax.management.ObjectName", pattern), ("javax.management.QueryExp", pattern)
+        ):
+            domain = object_name.getDomain()[len("org.apache.flink.") :]
             scope, _, metric = domain.rpartition(".")
             info = call("getMBeanInfo", ("javax.management.ObjectName", object_name))
             kind = TYPES.get(str(info.getClassName()).rsplit("$", 1)[-1], "unknown")
@@ -93,8 +105,10 @@ def main() -> None:
         if broker is not None:
             broker.stop()
     out = HERE / "flink_metric_identifiers.txt"
-    out.write_text("# logical scope\tname\ttype — recorded by record_flink_metrics.py from a live dphhh job "
-                   f"(Flink {pyflink.version.__version__})\n" + "\n".join(sorted(found)) + "\n")
+    out.write_text(
+        "# logical scope\tname\ttype — recorded by record_flink_metrics.py from a live dphhh job "
+        f"(Flink {pyflink.version.__version__})\n" + "\n".join(sorted(found)) + "\n"
+    )
     print(f"{len(found)} metric identifiers written to {out}")
 
 
