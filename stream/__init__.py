@@ -15,6 +15,8 @@ Modules:
 * :mod:`stream.job` — the Flink job graph and its submission (embedded MiniCluster by default;
   imports PyFlink);
 * :mod:`stream.operators` — the job's operators: thin PyFlink adapters around plain logic;
+* :mod:`stream.wire` — the wire formats between operators: sketch and unit payloads, sketch state,
+  dead-letter records, stamped values (plain logic, no Flink);
 * :mod:`stream.flink_entry` — the job's entry point for ``flink run`` (session or application
   cluster);
 * :mod:`stream.decode_batch` — what the ``decode`` operator does with one batch of messages (no

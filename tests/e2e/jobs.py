@@ -26,9 +26,9 @@ from connectors.kafka_io import PackedProducer, read_to_end
 from sketches.misra_gries import MisraGries
 from stream.clock import is_tick
 from stream.config import load_config
-from stream.operators import expand
 from stream.runner import ensure_job_topics
 from stream.schedule import LIVE, ReleaseSchedule
+from stream.wire import expand
 
 BOOTSTRAP = "127.0.0.1:9092"
 DPHHH = str(Path(sys.executable).with_name("dphhh"))

@@ -16,7 +16,7 @@ from privacy.unit_cap import UnitCap
 from sketches.misra_gries import MisraGries
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
-from stream.operators import expand
+from stream.wire import expand
 from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, publish
 from tests.e2e.test_stream_e2e import WINDOW, _base
 

@@ -16,8 +16,8 @@ from stream.clock import TICK
 from stream.config import load_config
 from stream.decode_batch import decode_batch
 from stream.message_batch import NO_TIMESTAMP, BatchFormatError, pack_batch, unpack_batch
-from stream.operators import expand_by_partition, ipv4_payloads, unpack_levels
 from stream.schedule import ReleaseSchedule
+from stream.wire import expand_by_partition, ipv4_payloads, unpack_levels
 
 
 def _random_message(rng: random.Random) -> bytes | None:

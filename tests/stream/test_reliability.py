@@ -22,10 +22,10 @@ from privacy.unit_cap import UnitCap
 from stream.assembler import WindowAssembler
 from stream.config import ConfigError, load_config
 from stream.ledger import LedgerError, ReleaseLedger
-from stream.operators import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
 from stream.report_metrics import ReportMetrics
 from stream.runner import JobFailed, root_cause, wait_for_kafka
 from stream.schedule import ReleaseSchedule
+from stream.wire import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
 
 DAY = 86_400_000
 

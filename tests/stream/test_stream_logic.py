@@ -153,7 +153,7 @@ def test_documented_configuration_matches_the_defaults() -> None:
 
 def test_level_payloads_and_sketch_state_round_trip() -> None:
     """A partition's per-level keys and its h sketches survive packing and unpacking unchanged."""
-    from stream.operators import pack_levels, pack_sketches, unpack_levels, unpack_sketches
+    from stream.wire import pack_levels, pack_sketches, unpack_levels, unpack_sketches
 
     arrays = [np.arange(3, dtype=np.int64), np.empty(0, np.int64), np.array([7, 7, 9], np.int64)]
     back = unpack_levels(pack_levels(arrays), parse_hierarchy("path:3"))
@@ -214,7 +214,7 @@ def test_decoded_state_cache_keeps_the_most_recent_windows_only() -> None:
 def test_record_timestamps_travel_in_front_of_the_value() -> None:
     """stamp/unstamp: the 8-byte prefix the Java ScheduledTimestamps operator turns into the Kafka
     record timestamp (a report's scheduled release; none for a dead letter without one)."""
-    from stream.operators import stamp, unstamp
+    from stream.wire import stamp, unstamp
 
     for ts in (0, 1_796_083_200_500, 2**62, None):
         assert unstamp(stamp(b'{"x": 1}', ts)) == (ts, b'{"x": 1}')

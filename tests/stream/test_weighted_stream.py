@@ -14,8 +14,8 @@ from sketches.misra_gries import MisraGries, clip_weights
 from stream.config import load_config
 from stream.decode_batch import decode_batch
 from stream.message_batch import pack_batch
-from stream.operators import sketch_payloads, unpack_weighted_levels
 from stream.schedule import ReleaseSchedule
+from stream.wire import sketch_payloads, unpack_weighted_levels
 
 
 def _cfg(partitions: int):

@@ -1,0 +1,250 @@
+"""The stream job's wire formats: what one operator sends the next, as bytes (plain logic, no Flink).
+
+* sketch payloads (``decode``/``cap`` → ``sketch``): per key partition, the keys of every level —
+  compact kinds for IPv4 (the addresses once, with a per-partition level mask when P > 1, and the
+  clipped record weights for weighted inputs) and a generic one (h int64 key arrays) for IPv6 and
+  paths: :func:`sketch_payloads`, :func:`ipv4_payloads`, :func:`pack_levels`,
+  :func:`unpack_weighted_levels`;
+* unit payloads (``decode`` → ``cap``, user-level privacy): :func:`unit_payloads`;
+* sketch state (``sketch``'s keyed state): :func:`pack_sketches` / :func:`unpack_sketches`;
+* dead-letter records (reason, the original bytes, the record timestamp): :func:`dead_letter_record`;
+* stamped values (a value with the Kafka record timestamp it must carry): :func:`stamp` / :func:`unstamp`.
+
+The (level, partition) routing is :func:`expand` — the same as :class:`sketches.level_sketches.LevelSketches`
+uses (:func:`sketches.partition.partition_of`), so a stream and a batch run sketch alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from sketches.hierarchy import Hierarchy, PathHierarchy
+from sketches.misra_gries import MisraGries
+from sketches.partition import partition_of
+
+from .assembler import sketch_id, sketch_of_id
+from .config import JobConfig
+
+__all__ = [
+    "NO_STAMP",
+    "dead_letter_record",
+    "expand",
+    "expand_by_partition",
+    "ipv4_payloads",
+    "pack_levels",
+    "pack_sketches",
+    "sketch_payloads",
+    "stamp",
+    "unit_payloads",
+    "unit_shards",
+    "unpack_levels",
+    "unpack_sketches",
+    "unpack_unit_payload",
+    "unpack_weighted_levels",
+    "unstamp",
+]
+
+
+def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray]]:
+    """(sketch id, int64 keys) for every (level, partition) that the batch touches, input order kept."""
+    hierarchy, parts = cfg.hierarchy, cfg.params.partitions
+    for level in range(1, hierarchy.h + 1):
+        keys = hierarchy.keys(values, level)
+        if parts == 1:
+            yield sketch_id(level, 0, 1), keys
+            continue
+        owner = partition_of(hierarchy, keys, level, parts)
+        for p in range(parts):
+            chosen = keys[owner == p]
+            if chosen.size:
+                yield sketch_id(level, p, parts), chosen
+
+
+def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np.ndarray]]:
+    """partition → the keys of each level 1..h (int64, input order) that fall in that partition."""
+    h, parts = cfg.hierarchy.h, cfg.params.partitions
+    empty = np.empty(0, dtype=np.int64)
+    out: dict[int, list[np.ndarray]] = {}
+    for sid, keys in expand(values, cfg):
+        level, p = sketch_of_id(sid, parts)
+        out.setdefault(p, [empty] * h)[level - 1] = keys
+    return out
+
+
+# Payload of one decode → sketch record: an int64 header (kind, element count), then
+#   _KEYS:        the h per-level lengths and key arrays (int64) — any hierarchy;
+#   _IPV4:        the addresses (uint32), every level's keys in this partition (IPv4, P = 1);
+#   _IPV4_MASKED: the addresses (uint32) and a uint32 level mask each (bit l-1: level l's key is in
+#                 this partition) — IPv4, P > 1. IPv4 keys are masked addresses, so shipping the
+#                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
+#   _IPV4_W, _IPV4_MASKED_W: the same followed by each address's record weight (int64, already
+#                 clipped to the public cap) — weighted flow records (docs/ALGORITHMS.md §2 "Weighted elements").
+_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W = 0, 1, 2, 3, 4
+
+
+def _header(kind: int, n: int) -> bytes:
+    return np.array([kind, n], dtype=np.int64).tobytes()
+
+
+def pack_levels(arrays: list[np.ndarray]) -> bytes:
+    """A ``_KEYS`` payload: the h lengths, then the h key arrays (int64)."""
+    sizes = np.array([a.size for a in arrays], dtype=np.int64)
+    body = np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
+    return _header(_KEYS, int(sizes.sum())) + body
+
+
+def ipv4_payloads(values: np.ndarray, cfg: JobConfig, weights: np.ndarray | None = None) -> dict[int, bytes]:
+    """partition → payload of IPv4 ``values`` (the compact ``_IPV4`` / ``_IPV4_MASKED`` kinds, or
+    their weighted ``_W`` forms when ``weights`` — int64, one per value, clipped — are given)."""
+    hierarchy, parts = cfg.hierarchy, cfg.params.partitions
+    addrs = np.ascontiguousarray(values, dtype=np.uint32)
+    w = None if weights is None else np.ascontiguousarray(weights, dtype=np.int64)
+    if parts == 1:
+        if not addrs.size:
+            return {}
+        if w is None:
+            return {0: _header(_IPV4, addrs.size) + addrs.tobytes()}
+        return {0: _header(_IPV4_W, addrs.size) + addrs.tobytes() + w.tobytes()}
+    masks = np.zeros((parts, addrs.size), dtype=np.uint32)
+    for level in range(1, hierarchy.h + 1):
+        owner = partition_of(hierarchy, hierarchy.keys(addrs, level), level, parts)
+        masks[owner, np.arange(addrs.size)] |= np.uint32(1 << (level - 1))
+    out = {}
+    for p in range(parts):
+        chosen = masks[p] != 0
+        n = int(np.count_nonzero(chosen))
+        if n:
+            body = addrs[chosen].tobytes() + masks[p][chosen].tobytes()
+            out[p] = (
+                _header(_IPV4_MASKED, n) + body
+                if w is None
+                else _header(_IPV4_MASKED_W, n) + body + w[chosen].tobytes()
+            )
+    return out
+
+
+def sketch_payloads(
+    values: Any, cfg: JobConfig, weights: np.ndarray | None = None
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
+    (hashed-key hierarchies only) name the keys so that reports can show their prefixes.
+    ``weights`` (clipped record weights, IPv4 only) travel with their addresses."""
+    if cfg.hierarchy.kind == "ipv4":
+        for p, payload in ipv4_payloads(values, cfg, weights).items():
+            yield p, payload, b""
+        return
+    if weights is not None:
+        raise ValueError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
+    hierarchy = cfg.hierarchy
+    for p, levels in expand_by_partition(values, cfg).items():
+        labels = b""
+        if isinstance(hierarchy, PathHierarchy):  # kind "path"
+            labels = pickle.dumps(
+                {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5
+            )
+        yield p, pack_levels(levels), labels
+
+
+def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
+    """The cap operator shard of each unit key (a fixed, public mix of the key, mod ``shards``)."""
+    mixed = (np.asarray(units, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
+    return (mixed % np.uint64(shards)).astype(np.int64)
+
+
+def unit_payloads(values: Any, units: np.ndarray, shards: int) -> Iterator[tuple[int, bytes]]:
+    """(shard, payload) of one window's values and their unit keys, order kept within each shard."""
+    owner = unit_shards(units, shards)
+    as_list = isinstance(values, list)
+    for s in np.unique(owner).tolist():
+        chosen = owner == s
+        part = [v for v, c in zip(values, chosen.tolist()) if c] if as_list else values[chosen]
+        yield s, pickle.dumps((units[chosen], part), protocol=5)
+
+
+def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:
+    """(unit keys, values) of a :func:`unit_payloads` payload."""
+    units, values = pickle.loads(payload)
+    return units, values
+
+
+def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
+    """The h per-level key arrays (int64, input order) of any payload kind."""
+    return unpack_weighted_levels(payload, hierarchy)[0]
+
+
+def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """The h per-level key arrays of any payload kind, and the per-level weight arrays aligned
+    with them (``None`` for unweighted payloads)."""
+    h = hierarchy.h
+    kind, n = np.frombuffer(payload, dtype=np.int64, count=2).tolist()
+    if kind in (_IPV4, _IPV4_W):
+        addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
+        keys = [hierarchy.keys(addrs, level) for level in range(1, h + 1)]
+        if kind == _IPV4:
+            return keys, None
+        w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 4 * n)
+        return keys, [w] * h
+    if kind in (_IPV4_MASKED, _IPV4_MASKED_W):
+        addrs = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
+        masks = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16 + 4 * n)
+        mine = [(masks >> np.uint32(level - 1)) & np.uint32(1) == 1 for level in range(1, h + 1)]
+        keys = [hierarchy.keys(addrs[m], level) for level, m in zip(range(1, h + 1), mine)]
+        if kind == _IPV4_MASKED:
+            return keys, None
+        w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 8 * n)
+        return keys, [w[m] for m in mine]
+    if kind != _KEYS:
+        raise ValueError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
+    flat = np.frombuffer(payload, dtype=np.int64, offset=16)
+    out, start = [], h
+    for size in flat[:h].tolist():
+        out.append(flat[start : start + size])
+        start += size
+    return out, None
+
+
+def pack_sketches(sketches: list[MisraGries]) -> bytes:
+    """The state value of one (partition, window): the h serialised sketches, length-prefixed."""
+    parts = [s.to_bytes() for s in sketches]
+    return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+
+
+def unpack_sketches(data: bytes) -> list[MisraGries]:
+    """Inverse of :func:`pack_sketches` (each sketch checked by ``MisraGries.from_bytes``)."""
+    out, at = [], 0
+    while at < len(data):
+        n = int.from_bytes(data[at : at + 8], "little")
+        out.append(MisraGries.from_bytes(data[at + 8 : at + 8 + n]))
+        at += 8 + n
+    return out
+
+
+def dead_letter_record(reason: str, value: bytes | None, timestamp: int | None) -> bytes:
+    """The dead-letter topic's record: the reason and the bad record itself (base64)."""
+
+    return json.dumps(
+        {"reason": reason, "timestamp_ms": timestamp, "value_b64": base64.b64encode(value or b"").decode("ascii")},
+        sort_keys=True,
+    ).encode("utf-8")
+
+
+NO_STAMP = -(2**63)
+
+
+def stamp(value: bytes, timestamp_ms: int | None) -> bytes:
+    """``value`` with its Kafka record timestamp in front (8 bytes, big-endian), for the Java
+    ``ScheduledTimestamps`` operator before a sink (``None``: no timestamp)."""
+    ts = NO_STAMP if timestamp_ms is None else int(timestamp_ms)
+    return ts.to_bytes(8, "big", signed=True) + value
+
+
+def unstamp(data: bytes) -> tuple[int | None, bytes]:
+    """Inverse of :func:`stamp` (for tests and tools)."""
+    ts = int.from_bytes(data[:8], "big", signed=True)
+    return (None if ts == NO_STAMP else ts), data[8:]

@@ -1,0 +1,511 @@
+"""The stream job's operators, unmodified, in process (tests/harness.py): no JVM, no broker, no job.
+
+Decode → (cap →) sketch → release on small streams, with PyFlink's runtime faked around them:
+every window of the public schedule gets exactly one report when the watermark passes its release
+time (empty windows included), a heavy planted /24 is reported, the streamed reports equal an
+offline computation with the same seeded noise, state is dropped at release, released windows take
+no more elements, ticks re-arm timers a checkpoint lost, a unit contributes at most its cap, flow
+weights are clipped at W, and a restored release operator republishes the ledger's bytes.
+What only a real job can show (JVM/Python serialisation, checkpoints, Kafka) is in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from operator import itemgetter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pyflink.common import Types
+from pyflink.datastream import KeyedProcessFunction
+
+from privacy.unit_cap import UnitCap
+from privacy.window import release_sketch
+from sketches.misra_gries import MisraGries
+from stream.assembler import WindowAssembler, noise_source_factory
+from stream.clock import TICK
+from stream.config import load_config
+from stream.ledger import ReleaseLedger
+from stream.message_batch import pack_batch
+from stream.metrics_catalog import OPERATOR_COUNTERS
+from stream.operators import (
+    START,
+    STEP_IDS,
+    TICK_WINDOW,
+    CapOperator,
+    DecodeOperator,
+    ReleaseOperator,
+    SketchOperator,
+)
+from stream.wire import sketch_payloads, unpack_sketches, unstamp
+from tests.harness import MIN_WATERMARK, Chain, KeyedHarness, ProcessHarness
+
+W = 10_000  # window size (ms)
+ORIGIN = 1_700_000_000_000  # the schedule's origin (a window boundary)
+RAW = Types.PRIMITIVE_ARRAY(Types.BYTE())
+TO_SKETCH = Types.TUPLE([Types.INT(), Types.LONG(), RAW, RAW])  # the job's declared types (stream.job)
+RELEASES = Types.TUPLE([Types.LONG(), RAW])
+DEAD = STEP_IDS["dead_letter"]
+HEAVY_24 = 0x0A010200  # 10.1.2.0/24
+
+
+@pytest.fixture(autouse=True)
+def _no_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs without a JVM: starting PyFlink's gateway fails the test."""
+    from pyflink import java_gateway
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an in-process operator test tried to start PyFlink's JVM gateway")
+
+    monkeypatch.setattr(java_gateway, "_gateway", None)
+    monkeypatch.setattr(java_gateway, "launch_gateway", refuse)
+
+
+def _cfg(tmp_path: Path, *overrides: str, mode: str = "replay", windows: int = 3):
+    return load_config(
+        None,
+        environ={},
+        overrides=[
+            f"window.mode={mode}",
+            f"window.size_ms={W}",
+            f"window.origin={ORIGIN}",
+            f"window.until={ORIGIN + windows * W}",
+            "privacy.epsilon=50",
+            "privacy.tau=500",
+            "privacy.seed=7",  # seeded: reproducible, NOT private
+            f"output.ledger_dir={tmp_path / 'ledger'}",
+            f"output.reports_file={tmp_path / 'reports.jsonl'}",
+            *overrides,
+        ],
+    )
+
+
+def _values(cfg) -> dict:
+    return {s: dict(v) for s, v in cfg.values.items()}
+
+
+def _decode(cfg) -> ProcessHarness:
+    return ProcessHarness(DecodeOperator(_values(cfg), ORIGIN), output_type=TO_SKETCH)
+
+
+def _cap(cfg) -> KeyedHarness:
+    return KeyedHarness(CapOperator(_values(cfg), ORIGIN), itemgetter(0), key_type=Types.INT(), output_type=TO_SKETCH)
+
+
+def _sketch(cfg, **kw) -> KeyedHarness:
+    return KeyedHarness(
+        SketchOperator(_values(cfg), ORIGIN), itemgetter(0), key_type=Types.INT(), output_type=RELEASES, **kw
+    )
+
+
+def _release(cfg, tmp_path: Path, **kw) -> KeyedHarness:
+    return KeyedHarness(
+        ReleaseOperator(_values(cfg), ORIGIN, str(tmp_path / "run"), None),
+        lambda r: 0,
+        key_type=Types.INT(),
+        output_type=RAW,
+        **kw,
+    )
+
+
+def _pipeline(cfg, tmp_path: Path) -> Chain:
+    """The job's line (stream.job.build_pipeline), opened, with its one start record sent."""
+    stages = [_decode(cfg), *([_cap(cfg)] if cfg.unit.kind == "user" else []), _sketch(cfg), _release(cfg, tmp_path)]
+    chain = Chain(*stages).open()
+    chain.send((START, b""), at=len(stages) - 1)
+    return chain
+
+
+def _reports(outputs: list[bytes]) -> list[tuple[int | None, dict]]:
+    return [(ts, json.loads(report)) for ts, report in map(unstamp, outputs)]
+
+
+def _packed(addrs: np.ndarray, per_message: int = 500) -> list[bytes]:
+    be = np.asarray(addrs, dtype=np.uint32).astype(">u4")
+    return [be[i : i + per_message].tobytes() for i in range(0, be.size, per_message)]
+
+
+def _heavy_window(rng: np.random.Generator) -> np.ndarray:
+    """3,000 elements spread over the 256 addresses of 10.1.2.0/24 (none heavy alone) and 2,000 others."""
+    heavy = np.uint32(HEAVY_24) + rng.integers(0, 256, 3000).astype(np.uint32)
+    others = rng.integers(0, 2**32, 2000, dtype=np.uint64).astype(np.uint32)
+    return rng.permutation(np.concatenate([heavy, others])).astype(np.uint32)
+
+
+def _assert_metrics_catalogued(*harnesses: ProcessHarness) -> None:
+    """Every counter an operator created is in the exported catalogue (stream.metrics_catalog)."""
+    for h in harnesses:
+        for name in h.metrics():
+            group, step, counter = name.split(".")
+            assert group == "dphhh" and counter in OPERATOR_COUNTERS.get(step, ()), name
+
+
+def _offline_report(cfg, tmp_path: Path, window: int, values: np.ndarray) -> bytes:
+    """The window's report computed without the stream operators: one sketch per level over the
+    window's values in order, released with the same seeded noise, assembled through a new ledger."""
+    hierarchy, params = cfg.hierarchy, cfg.params
+    noise = noise_source_factory(cfg.seed)
+    releases = []
+    for level in range(1, hierarchy.h + 1):
+        if not values.size:
+            continue  # a sketch without elements is released by the assembler
+        mg = MisraGries(params.counters)
+        mg.update(hierarchy.keys(values, level))
+        releases.append(
+            release_sketch(level, 0, mg.counters(), mg.total, params=params, h=hierarchy.h, rng=noise(window, level, 0))
+        )
+    asm = WindowAssembler(
+        hierarchy,
+        params,
+        cfg.schedule(ORIGIN),
+        ReleaseLedger(tmp_path / "offline"),
+        seed=cfg.seed,
+        unit=cfg.unit,
+        budget=cfg.budget,
+        guard=cfg.guard,
+    )
+    return asm.report(window, releases)[0]
+
+
+def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_would(tmp_path: Path) -> None:
+    """A 3-window replay with data in windows 0 and 2: nothing is released before end of input; then
+    every window gets one report (the empty one too), stamped with its release time, in order; the
+    planted /24 is reported and no single address is; each report is byte for byte the offline
+    computation; the sketches' state is gone; bad and out-of-range records are dead-lettered, only
+    the unparsable one counted."""
+    cfg = _cfg(tmp_path)
+    rng = np.random.default_rng(1)
+    w0, w2 = _heavy_window(rng), _heavy_window(rng)
+    bad, outside = b"\x01\x02\x03", b"\x0a\x00\x00\x01"
+    chain = _pipeline(cfg, tmp_path)
+    decode, sketch, release = chain.stages
+    m0, m2 = _packed(w0), _packed(w2)
+    chain.send(pack_batch([ORIGIN + 5] * len(m0), m0))
+    chain.send(pack_batch([ORIGIN + 2 * W + 7] * len(m2) + [ORIGIN + 9, ORIGIN + 3 * W], [*m2, bad, outside]))
+
+    assert chain.outputs == []  # a replay's watermark stays at Long.MIN_VALUE until the input ends
+    assert sketch.state_keys("sketch-windows") == [0]
+    assert set(sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)) == {ORIGIN, ORIGIN + 2 * W}
+    assert sketch.pending_timers() == [ORIGIN + W, ORIGIN + 3 * W]
+    assert release.pending_timers() == [ORIGIN + W]  # armed by the start record, before any element
+
+    chain.end_of_input()
+    reports = _reports(chain.outputs)
+    assert [(ts, r["window"]["start_ms"]) for ts, r in reports] == [
+        (ORIGIN + (i + 1) * W, ORIGIN + i * W) for i in range(3)
+    ]
+    prefixes = [{x["prefix"] for x in r["hhh"]} for _, r in reports]
+    for found in (prefixes[0], prefixes[2]):
+        assert "10.1.2.0/24" in found and found <= {"10.1.2.0/24", "10.1.0.0/16", "10.0.0.0/8", "0.0.0.0/0"}
+    assert not prefixes[1] - {"0.0.0.0/0"}
+    assert abs(reports[0][1]["window"]["n_noisy"] - w0.size) <= 0.01 * w0.size
+    for (_, r), values in zip(reports, (w0, np.empty(0, np.uint32), w2)):
+        start = r["window"]["start_ms"]
+        assert unstamp(chain.outputs[(start - ORIGIN) // W])[1] == _offline_report(cfg, tmp_path, start, values)
+
+    assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-labels") == []
+    assert sketch.pending_timers() == [] and release.pending_timers() == []
+    assert ReleaseLedger(tmp_path / "ledger").windows() == [ORIGIN, ORIGIN + W, ORIGIN + 2 * W]
+    assert (tmp_path / "reports.jsonl").read_bytes().splitlines() == [unstamp(o)[1] for o in chain.outputs]
+    dead = [json.loads(unstamp(d)[1]) for d in decode.side_outputs[DEAD]]
+    assert [(d["reason"], base64.b64decode(d["value_b64"])) for d in dead] == [
+        ("bad_length", bad),
+        ("after_until", outside),
+    ]
+    assert decode.metrics() == {"dphhh.decode.dead_letters_bad_length": 1}
+    assert release.metrics() == {"dphhh.release.windows_released": 3}
+    _assert_metrics_catalogued(*chain.stages)
+    for stage, step in ((sketch, "sketch"), (release, "release")):
+        assert stage.state_names() and all(n.startswith(STEP_IDS[step] + "-") for n in stage.state_names())
+    chain.close()
+
+
+def test_live_windows_are_released_when_the_watermark_passes_their_release_time(tmp_path: Path) -> None:
+    """Live: no report before a window's release time; exactly that window's report at it; after a
+    jump over two release times both windows (the first empty) in order; an element arriving for a
+    released window (a broker clock that went backwards) changes nothing."""
+    cfg = _cfg(tmp_path, mode="live", windows=4)
+    rng = np.random.default_rng(2)
+    chain = _pipeline(cfg, tmp_path)
+    _, sketch, release = chain.stages
+    m0 = _packed(_heavy_window(rng))
+    chain.send(pack_batch([ORIGIN + 100] * len(m0), m0))
+    chain.advance_watermark(ORIGIN + W - 1)
+    assert chain.outputs == []
+    chain.advance_watermark(ORIGIN + W)
+    ((ts, first),) = _reports(chain.take())
+    assert (ts, first["window"]["start_ms"]) == (ORIGIN + W, ORIGIN) and "10.1.2.0/24" in {
+        x["prefix"] for x in first["hhh"]
+    }
+    assert sketch.state_keys("sketch-windows") == [] and release.pending_timers() == [ORIGIN + 2 * W]
+
+    chain.send(pack_batch([ORIGIN + 200] * len(m0), m0))  # for window 0, already released
+    assert sketch.state_keys("sketch-windows") == [] and sketch.pending_timers() == []
+    m2 = _packed(_heavy_window(rng))
+    chain.send(pack_batch([ORIGIN + 2 * W + 1] * len(m2), m2))
+    chain.advance_watermark(ORIGIN + 3 * W + 5)  # a downtime: two release times passed at once
+    reports = _reports(chain.take())
+    assert [(ts, r["window"]["start_ms"]) for ts, r in reports] == [
+        (ORIGIN + 2 * W, ORIGIN + W),
+        (ORIGIN + 3 * W, ORIGIN + 2 * W),
+    ]
+    assert not {x["prefix"] for x in reports[0][1]["hhh"]} - {"0.0.0.0/0"}
+    assert "10.1.2.0/24" in {x["prefix"] for x in reports[1][1]["hhh"]}
+    assert release.pending_timers() == [ORIGIN + 4 * W]  # the last window is armed, empty or not
+    chain.advance_watermark(ORIGIN + 4 * W)
+    assert [r["window"]["start_ms"] for _, r in _reports(chain.take())] == [ORIGIN + 3 * W]
+    assert release.pending_timers() == []  # the schedule (window.until) has ended
+    assert release.metrics() == {"dphhh.release.windows_released": 4}
+    chain.close()
+
+
+def _sketch_records(cfg, window: int, values: np.ndarray) -> list[tuple]:
+    return [(p, window, payload, labels) for p, payload, labels in sketch_payloads(values, cfg)]
+
+
+def _sketch_totals(h: KeyedHarness, window: int) -> list[int]:
+    state = h.map_state("sketch-windows", 0, Types.LONG(), RAW)
+    return [s.total for s in unpack_sketches(state[window])] if window in state else []
+
+
+def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore_lost(tmp_path: Path) -> None:
+    """After a window's release its state is gone and later elements for it leave no state, timer or
+    output; a restore without the window's timer (and with empty caches) keeps its state, a tick
+    re-registers the timer, and the window is released with every element of both runs."""
+    cfg = _cfg(tmp_path, mode="live", windows=6)
+    values = np.uint32(HEAVY_24) + np.arange(300, dtype=np.uint32) % 7
+    with _sketch(cfg) as sk:
+        for r in _sketch_records(cfg, ORIGIN, values):
+            assert sk.process(r) == []
+        assert _sketch_totals(sk, ORIGIN) == [300] * 4 and sk.pending_timers(0) == [ORIGIN + W]
+        released = [(w, pickle.loads(p)) for w, p in sk.advance_watermark(ORIGIN + W)]
+        assert [(w, r.level) for w, r in released] == [(ORIGIN, level) for level in (1, 2, 3, 4)]
+        assert abs(released[0][1].n_noisy - 300) <= 5  # level 1 carries the size (P = 1)
+        assert sk.state_keys("sketch-windows") == [] and sk.pending_timers() == []
+
+        for r in _sketch_records(cfg, ORIGIN, values):  # window 0 again, after its release
+            assert sk.process(r) == []
+        assert sk.state_keys("sketch-windows") == [] and sk.pending_timers() == []
+
+        for r in _sketch_records(cfg, ORIGIN + W, values[:100]):
+            sk.process(r)
+        snapshot = sk.snapshot(timers=False)  # a checkpoint that missed the timer just registered
+
+    with _sketch(cfg, restore=snapshot) as again:
+        assert again.pending_timers() == [] and _sketch_totals(again, ORIGIN + W) == [100] * 4
+        for r in _sketch_records(cfg, ORIGIN + W, values[100:]):
+            again.process(r)  # the restored state, not a cache, is what grows
+        assert _sketch_totals(again, ORIGIN + W) == [300] * 4
+        assert again.pending_timers() == []  # the window's state existed: no new timer by itself
+        assert again.process((0, TICK_WINDOW, b"", b"")) == [(TICK_WINDOW, b"")]
+        assert again.pending_timers(0) == [ORIGIN + 2 * W]
+        out = again.advance_watermark(ORIGIN + 2 * W)
+        assert [w for w, _ in out] == [ORIGIN + W] * 4 and abs(pickle.loads(out[0][1]).n_noisy - 300) <= 5
+        assert again.state_keys("sketch-windows") == []
+
+
+def _pairs(units: np.ndarray, dsts: np.ndarray) -> list[bytes]:
+    pairs = np.stack([units, dsts], axis=1).astype(">u4")
+    return [pairs[i : i + 400].tobytes() for i in range(0, len(pairs), 400)]
+
+
+def test_cap_operator_keeps_at_most_the_cap_of_each_unit_per_window(tmp_path: Path) -> None:
+    """User level (privacy.unit_key = source-ipv4, unit_cap = 3, two cap shards): a source sending
+    1,000 elements contributes 3 per window; the sketches equal an offline capped replay; the cap's
+    state of a window is gone after its release."""
+    cap = 3
+    cfg = _cfg(
+        tmp_path,
+        "input.format=packed-ipv4-pairs",
+        "privacy.unit_key=source-ipv4",
+        f"privacy.unit_cap={cap}",
+        "flink.parallelism=2",
+        windows=2,
+    )
+    rng = np.random.default_rng(3)
+    heavy_unit, heavy_dst = 0xC0A80001, 0x0A090909
+    chain = _pipeline(cfg, tmp_path)
+    _, capper, sketch, _ = chain.stages
+    offline: dict[int, list[MisraGries]] = {}
+    for window in (ORIGIN, ORIGIN + W):
+        units = np.concatenate([np.full(1000, heavy_unit), rng.integers(1, 2**31, 200)]).astype(np.uint32)
+        dsts = np.concatenate([np.full(1000, heavy_dst), 0x0A010000 + rng.integers(0, 600, 200)]).astype(np.uint32)
+        order = rng.permutation(units.size)
+        units, dsts = units[order], dsts[order]
+        messages = _pairs(units, dsts)
+        chain.send(pack_batch([window + 1] * len(messages), messages))
+        keep = UnitCap(cap).keep(units)
+        offline[window] = [MisraGries(cfg.params.counters) for _ in range(4)]
+        for level, mg in enumerate(offline[window], start=1):
+            mg.update(cfg.hierarchy.keys(dsts[keep], level))
+
+    assert sorted(capper.state_keys("cap-units")) == [0, 1]  # both shards hold units
+    state = sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)
+    for window, expected in offline.items():
+        got = unpack_sketches(state[window])
+        assert [s.total for s in got] == [200 + cap] * 4
+        assert got[3].counters()[heavy_dst] == cap
+        assert [s.counters() for s in got] == [s.counters() for s in expected]
+    chain.end_of_input()
+    assert len(chain.outputs) == 2 and capper.state_keys("cap-units") == [] and capper.pending_timers() == []
+    _assert_metrics_catalogued(*chain.stages)
+    chain.close()
+
+
+def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Path) -> None:
+    """flow-json weighted by bytes with input.weight_cap = 1000: a 5,000-byte record counts 1,000,
+    smaller ones their bytes, in the window of their own time; dead letters keep their reasons."""
+    cfg = load_config(
+        None,
+        environ={},
+        overrides=[
+            "input.format=flow-json",
+            "input.flow_weight=bytes",
+            "input.weight_cap=1000",
+            "window.mode=replay",
+            "window.size_ms=1000",
+            "window.origin=0",
+            "window.until=3000",
+            "privacy.seed=3",
+            f"output.ledger_dir={tmp_path / 'ledger'}",
+            f"output.reports_file={tmp_path / 'reports.jsonl'}",
+        ],
+    )
+
+    def rec(ip: str, nbytes: int, t: str) -> bytes:
+        return json.dumps(
+            {
+                "ip_src": ip,
+                "ip_dst": "10.0.0.1",
+                "packets": 1,
+                "bytes": nbytes,
+                "timestamp_start": f"1970-01-01 00:00:0{t}",
+            }
+        ).encode()
+
+    messages = [
+        rec("10.1.1.1", 5000, "1.100"),
+        rec("10.1.1.2", 500, "1.200"),
+        rec("10.2.2.2", 999, "1.900"),
+        rec("10.1.1.1", 70, "2.500"),
+        b"{bad",
+        rec("2001:db8::1", 80, "1.100"),
+    ]
+    decode = _decode(cfg).open()
+    sketch = _sketch(cfg).open()
+    chain = Chain(decode, sketch)
+    chain.send(pack_batch([5] * len(messages), messages))
+    state = sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)
+    assert sorted(state) == [1000, 2000]
+    first = unpack_sketches(state[1000])
+    assert [s.total for s in first] == [2499] * 4
+    ip = cfg.hierarchy.keys(np.array([0x0A010101, 0x0A010102, 0x0A020202], dtype=np.uint32), 4).tolist()
+    assert first[3].counters() == dict(zip(ip, [1000, 500, 999]))
+    assert first[2].counters()[int(cfg.hierarchy.keys(np.array([0x0A010101], np.uint32), 3)[0])] == 1500
+    assert [s.total for s in unpack_sketches(state[2000])] == [70] * 4
+    assert [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]] == ["bad_json", "wrong_family"]
+    chain.end_of_input()
+    assert sketch.state_keys("sketch-windows") == []
+    assert [w for w, _ in chain.outputs if w != TICK_WINDOW] == [1000] * 4 + [2000] * 4  # one release per level
+    chain.close()
+
+
+def test_a_restored_release_operator_republishes_the_ledger_bytes(tmp_path: Path) -> None:
+    """Releases every window with no element at all (only the start record); restored from a
+    checkpoint taken before those releases, it publishes the same bytes again from the ledger,
+    counts them as republished, and the reports file keeps one line per window."""
+    cfg = _cfg(tmp_path)
+    with _release(cfg, tmp_path) as first:
+        first.process((START, b""))
+        snapshot = first.snapshot()
+        first.end_of_input()
+        published = first.outputs
+    assert [r["window"]["start_ms"] for _, r in _reports(published)] == [ORIGIN, ORIGIN + W, ORIGIN + 2 * W]
+    assert all(not {x["prefix"] for x in r["hhh"]} - {"0.0.0.0/0"} for _, r in _reports(published))
+    with _release(cfg, tmp_path, restore=snapshot) as again:
+        again.end_of_input()
+        assert again.outputs == published
+        assert again.metrics() == {"dphhh.release.windows_republished": 3}
+    assert len((tmp_path / "reports.jsonl").read_bytes().splitlines()) == 3
+
+
+def test_the_budget_guard_refuses_windows_on_schedule(tmp_path: Path) -> None:
+    """A deployment budget of two windows' epsilon: the third window's report is a refusal, still
+    published at its release time, counted as refused."""
+    cfg = _cfg(tmp_path, "privacy.budget_epsilon=100", "privacy.budget_period=deployment")
+    chain = _pipeline(cfg, tmp_path)
+    rng = np.random.default_rng(4)
+    for i in range(3):
+        messages = _packed(_heavy_window(rng))
+        chain.send(pack_batch([ORIGIN + i * W + 1] * len(messages), messages))
+    chain.end_of_input()
+    reports = _reports(chain.outputs)
+    assert [ts for ts, _ in reports] == [ORIGIN + W, ORIGIN + 2 * W, ORIGIN + 3 * W]
+    assert ["refused" in r for _, r in reports] == [False, False, True]
+    assert reports[2][1]["hhh"] == [] and "n_noisy" not in reports[2][1]["window"]
+    release = chain.stages[-1]
+    assert release.metrics() == {"dphhh.release.windows_released": 3, "dphhh.release.windows_refused": 1}
+    chain.close()
+
+
+def test_decode_ticks_once_per_clock_window_skips_clock_records_and_dead_letters_bad_batches(tmp_path: Path) -> None:
+    """Decode emits one tick per sketch partition after open and at each new clock window (never per
+    batch), skips clock records, and dead-letters a batch that is not a DPB1 record (counted)."""
+    cfg = _cfg(tmp_path, "privacy.partitions=3", mode="live")
+    with _decode(cfg) as decode:
+        ticks = [(p, TICK_WINDOW, b"", b"") for p in range(3)]
+        assert decode.process(pack_batch([ORIGIN + 1], [TICK])) == ticks  # after open
+        assert decode.process(pack_batch([ORIGIN + 2], [TICK])) == []
+        decode.advance_watermark(ORIGIN + 10)  # the broker's clock enters window 0
+        assert decode.process(pack_batch([ORIGIN + 3], [TICK])) == ticks
+        decode.advance_watermark(ORIGIN + 20)  # the same clock window: no tick
+        assert decode.process(pack_batch([ORIGIN + 4], [TICK])) == []
+        decode.advance_watermark(ORIGIN + W)
+        out = decode.process(pack_batch([ORIGIN + W + 1, ORIGIN + W + 2], [TICK, b"\x0a\x01\x02\x03"]))
+        assert out[:3] == ticks and out[3:]  # the element: one record per partition its keys fall in
+        assert all(r[1] == ORIGIN + W and r[2] for r in out[3:]) and len({r[0] for r in out[3:]}) == len(out[3:])
+        assert decode.process(b"not a batch") == [] and decode.side_outputs[DEAD]
+        (dead,) = [json.loads(unstamp(d)[1]) for d in decode.take_side(DEAD)]
+        assert (dead["reason"], base64.b64decode(dead["value_b64"])) == ("bad_batch", b"not a batch")
+        assert decode.metrics() == {"dphhh.decode.dead_letters_bad_batch": 1}
+        _assert_metrics_catalogued(decode)
+
+
+class _Probe(KeyedProcessFunction):
+    """A minimal keyed operator to check the harness itself: counts per key, a timer per element."""
+
+    def open(self, runtime_context) -> None:
+        from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+
+        self.count = runtime_context.get_state(ValueStateDescriptor("probe-count", Types.LONG()))
+        self.raw = runtime_context.get_map_state(MapStateDescriptor("probe-raw", Types.LONG(), RAW))
+
+    def process_element(self, value, ctx):
+        key, at, raw = value
+        self.count.update((self.count.value() or 0) + 1)
+        self.raw.put(at, raw)
+        ctx.timer_service().register_event_time_timer(at)
+        yield key, ctx.timer_service().current_watermark()
+
+    def on_timer(self, timestamp, ctx):
+        yield ctx.get_current_key(), timestamp, self.count.value(), ctx.timer_service().current_watermark()
+
+
+def test_the_harness_keeps_flinks_rules() -> None:
+    """Timers are per key and time (deduplicated), fire in time order at the new watermark with their
+    own key current; a lower watermark is ignored; state is per key and typed like PyFlink's coders."""
+    with KeyedHarness(_Probe(), itemgetter(0), key_type=Types.STRING()) as h:
+        assert h.process(("a", 30, b"x")) == [("a", MIN_WATERMARK)]
+        h.process(("b", 10, b"y"))
+        h.process(("a", 30, b"z"))  # the same timer again: one firing
+        assert h.pending_timers() == [10, 30] and h.pending_timers("a") == [30]
+        assert h.advance_watermark(40) == [("b", 10, 1, 40), ("a", 30, 2, 40)]
+        assert h.advance_watermark(20) == [] and h.timers.current_watermark() == 40
+        assert h.map_state("probe-raw", "a", Types.LONG(), RAW) == {30: b"z"}
+        with pytest.raises(TypeError, match="does not encode"):
+            h.process(("a", 50, "text, not bytes"))
+        with pytest.raises(TypeError, match="does not encode"):
+            h.process(("a", 2**63, b""))
