@@ -367,17 +367,10 @@ class FlowJsonDecoder:
             keep = list(range(n))
             packets, nbytes = arrays if arrays is not None else (p, b)
         if not (set(map(type, times)) <= _TIME_TYPES and _ZERO_TIMES.isdisjoint(times)):
-            # absent, zero or mistyped first times: the later fields, as record by record
-            t_rest = self.time_fields[1:]
+            # absent, zero or mistyped first times: the whole chain, on the record parsed again
             for j, t in enumerate(times):
-                tc = t.__class__
-                if tc is str or tc is int:
-                    if t in _ZERO_TIMES:
-                        times[j] = _time_chain(loads(values[keep[j]]), t_rest)
-                elif t is None:
-                    times[j] = _time_chain(loads(values[keep[j]]), t_rest)
-                else:
-                    times[j] = _BAD_TIME
+                if not _is_time(t):
+                    times[j] = _time_chain(loads(values[keep[j]]), self.time_fields)
         return self._finish(reasons, keep, a, packets, nbytes, times)
 
     def decode_each(self, values: Sequence[bytes | str | None]) -> FlowBatch:
@@ -393,8 +386,8 @@ class FlowJsonDecoder:
         kf, ka = self._key_field, self._key_alt
         pf, pa = self._packets_field, self._packets_alt
         bf, ba = self._bytes_field, self._bytes_alt
-        t0, t_rest = self.time_fields[0], self.time_fields[1:]
-        zero = _ZERO_TIMES
+        chain = self.time_fields
+        t0 = chain[0]
         top = self.max_counter
         limit = self.max_record_bytes
         for i, raw in enumerate(values):
@@ -433,14 +426,8 @@ class FlowJsonDecoder:
                 reasons[i] = self._record_reason(a, p, b)
                 continue
             t = obj.get(t0)
-            tc = t.__class__
-            if tc is str or tc is int:
-                if t in zero:
-                    t = _time_chain(obj, t_rest)
-            elif t is None:
-                t = _time_chain(obj, t_rest)
-            else:
-                t = _BAD_TIME
+            if not _is_time(t):  # absent, zero or mistyped: the whole chain decides
+                t = _time_chain(obj, chain)
             where.append(i)
             addrs.append(a)
             packets.append(p)
@@ -596,6 +583,12 @@ _COLUMNAR_MIN = 16  # smaller batches go record by record (the columnar set-up d
 _STR_ONLY = frozenset({str})
 _INT_ONLY = frozenset({int})  # bool is not int here: ``true`` is a bad counter
 _TIME_TYPES = frozenset({str, int})
+
+
+def _is_time(t: Any) -> bool:
+    """Whether a time field's value is used as it is: a JSON string or integer that is not one of
+    pmacct's zero times (else :func:`_time_chain` looks further)."""
+    return t.__class__ in _TIME_TYPES and t not in _ZERO_TIMES
 
 
 def _time_chain(obj: dict, fields: tuple[str, ...]) -> Any:
