@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
 from sketches.level_sketches import LevelSketches  # noqa: E402
 from sketches.misra_gries import clip_weights  # noqa: E402
+from sketches.pairs import PairHierarchy  # noqa: E402
 
 TARGET_RATIO_DICT = 10.0
 
@@ -192,6 +193,16 @@ def run_project_weighted(
     return time.perf_counter() - t0, sk
 
 
+def run_project_pairs(
+    sources: np.ndarray, destinations: np.ndarray, kappa: int, batch: int
+) -> tuple[float, LevelSketches]:
+    sk = LevelSketches(PairHierarchy(IPv4Hierarchy(), IPv4Hierarchy()), kappa, 1)
+    t0 = time.perf_counter()
+    for a, b in zip(chunks(sources, batch), chunks(destinations, batch)):
+        sk.update((a, b))
+    return time.perf_counter() - t0, sk
+
+
 def run_dict(stream: np.ndarray, kappa: int, batch: int, masks: list[np.uint32]) -> tuple[float, list[DictMisraGries]]:
     sketches = [DictMisraGries(kappa) for _ in masks]
     t0 = time.perf_counter()
@@ -304,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1_000_000,
         help="records expanded into unit inserts for the comparison (default 10^6; 0 = all)",
     )
+    ap.add_argument(
+        "--pair-elements",
+        type=int,
+        default=0,
+        help="pairs timed in table (e): the first this many elements as sources (default 0 = whole stream)",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: 2·10^5 elements, 10^5-element prefixes, 1 repeat")
     args = ap.parse_args(argv)
     if args.quick:
@@ -409,10 +426,50 @@ def main(argv: list[str] | None = None) -> int:
             f"note: the Python-driven baselines were timed on a prefix of the {n:,}-element stream because full runs "
             "take too long; the stream is stationary, so per-element rates are comparable."
         )
+    pairs(args, stream, prefix_rate)
     weighted(args, stream)
     if args.zipf_sweep:
         sweep(args, masks)
     return 0
+
+
+def pairs(args, stream: np.ndarray, prefix_rate: dict[int, float]) -> None:
+    """Table (e): (source, destination) pairs through the 24 sketches of the byte x byte lattice,
+    beside the 1-D addresses/s on the same number of elements."""
+    n = stream.shape[0]
+    m = min(args.pair_elements or n, n)
+    sources = stream[:m]
+    destinations = zipf_addresses(m, seed=args.seed + 2, s=args.zipf)
+    h = PairHierarchy(IPv4Hierarchy(), IPv4Hierarchy()).h
+    distinct = np.unique((sources.astype(np.uint64) << np.uint64(32)) | destinations).size
+    log(f"(e) pairs: {m:,} (source, destination) pairs, H = {h} nodes, {distinct:,} distinct host pairs ...")
+    if m not in prefix_rate:
+        secs, _ = best_of(args.repeat, run_project, sources, args.kappa, args.batch)
+        prefix_rate[m] = m / secs
+    addr_rate = prefix_rate[m]
+    best, sk = best_of(args.repeat, run_project_pairs, sources, destinations, args.kappa, args.batch)
+    pair_rate = m / best
+    log(f"  {best:.2f}s, {pair_rate:,.0f} pairs/s ({pair_rate * h:,.0f} sketch updates/s)")
+    print()
+    print(
+        f"# pairs (2-D HHH): LevelSketches over {sk.hierarchy.spec()} (H = {h} sketched nodes, each pair = {h} "
+        f"sketch updates), κ={args.kappa}, P=1, batch {args.batch} pairs, best of {args.repeat}; sources = the first "
+        f"{m:,} addresses of the stream above, destinations an independent Zipf-ish stream (seed {args.seed + 2}, "
+        f"s={args.zipf}); {distinct:,} distinct (/32, /32) pairs"
+    )
+    print(f"{'implementation':<46} {'elements':>12} {'seconds':>9} {'elements/s':>14} {'sketch updates/s':>17}")
+    print(
+        f"{'project LevelSketches 1-D addresses':<46} {m:>12,} {m / addr_rate:>9.3f} {addr_rate:>14,.0f} "
+        f"{addr_rate * 4:>17,.0f}  (x 4 levels)"
+    )
+    print(
+        f"{'project LevelSketches pairs':<46} {m:>12,} {best:>9.3f} {pair_rate:>14,.0f} {pair_rate * h:>17,.0f}  "
+        f"(x {h} nodes)"
+    )
+    print(
+        f"ratio addresses/s / pairs/s = {addr_rate / pair_rate:.1f}x; per sketch update (1-D / pairs) = "
+        f"{addr_rate * 4 / (pair_rate * h):.2f}x  (same run, same {m:,} elements)"
+    )
 
 
 def weighted(args, stream: np.ndarray) -> None:

@@ -11,6 +11,8 @@ Modules:
   (:func:`detect_format` tells a capture from text by its magic number);
 * :mod:`connectors.pcap` — source IPv4 addresses from classic pcap and pcapng captures, pure
   Python + numpy (:func:`iter_capture_sources`, :func:`read_capture_sources`, …);
+* :mod:`connectors.spool` — standard input (``--input -``) and gzip files as ordinary input files
+  (:func:`spooled_input`);
 * :mod:`connectors.text` — text input, one record per line (:func:`iter_text_lines`), and the
   vectorised parsers :func:`parse_ipv4`, :func:`parse_ipv6`, :func:`parse_paths`;
 * :mod:`connectors.flow_json` — flow records as collectors publish them (pmacct, goflow2),
@@ -41,6 +43,7 @@ from .pcap import (
 from .report_sink import JsonLinesReportFile, ReportSinkError
 from .skips import NoReadableInput, SkipCounter
 from .snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot, snapshot_format
+from .spool import STDIN, spooled_input
 from .synthetic import HEAVY_PREFIXES, synthetic_addresses
 from .text import MAX_LINE_BYTES, iter_text_lines, parse_ipv4, parse_ipv4_each, parse_ipv6, parse_paths
 
@@ -50,6 +53,8 @@ __all__ = [
     "InputFile",
     "detect_format",
     "open_input",
+    "STDIN",
+    "spooled_input",
     # packet captures
     "capture_format",
     "iter_capture_sources",

@@ -12,7 +12,9 @@ content into the reason. Formats:
 * ``json``: a JSON object with the address (dotted quad) in a configurable field; optionally an
   event-time field (epoch milliseconds) and a privacy-unit field (any string or integer);
 * ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``;
-* ``flow-json``: one flow record per message as a collector publishes it (pmacct's
+* ``flow-json`` (with ``flow_key = "pair"``: both addresses, the source as the first address
+  and the destination as the value, as ``packed-ipv4-pairs`` carries them — pair hierarchies):
+  one flow record per message as a collector publishes it (pmacct's
   nfacctd/sfacctd kafka plugin or goflow2, :mod:`connectors.flow_json`): the IPv4 source or
   destination address, the record's own time, and — weighted by ``packets`` or ``bytes`` — its
   weight (``DecodedBatch.weights``; the caller clips it to the public cap). A record of the other
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from privacy.unit_cap import unit_keys_of
+from sketches.errors import UsageError
 
 from .flow_json import REASONS as FLOW_REASONS
 from .flow_json import FlowJsonDecoder
@@ -120,13 +123,13 @@ class MessageDecoder:
         flow_weight: str = "records",
     ) -> None:
         if fmt not in FORMATS:
-            raise ValueError(f"MessageDecoder: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+            raise UsageError(f"MessageDecoder: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         if not isinstance(max_message_bytes, int) or max_message_bytes < 4:
-            raise ValueError(f"MessageDecoder: max_message_bytes must be an integer >= 4, got {max_message_bytes!r}")
+            raise UsageError(f"MessageDecoder: max_message_bytes must be an integer >= 4, got {max_message_bytes!r}")
         if not isinstance(path_depth, int) or path_depth < 1:
-            raise ValueError(f"MessageDecoder: path_depth must be an integer >= 1, got {path_depth!r}")
+            raise UsageError(f"MessageDecoder: path_depth must be an integer >= 1, got {path_depth!r}")
         if unit_field is not None and fmt != "json":
-            raise ValueError(f"MessageDecoder: unit_field applies to the json format only, not {fmt!r}")
+            raise UsageError(f"MessageDecoder: unit_field applies to the json format only, not {fmt!r}")
         self.format = fmt
         self.unit_field = unit_field
         #: whether decoded values come with privacy-unit keys
@@ -136,14 +139,25 @@ class MessageDecoder:
         self.json_time_field = json_time_field
         self.path_depth = path_depth
         self.flow = None
+        #: flow-json with ``flow_key = "pair"``: the destination decoder beside the source one
+        self.flow_dst = None
         if fmt == "flow-json":
             self.flow = FlowJsonDecoder(
                 flow_schema,
-                key=flow_key,
+                key="src" if flow_key == "pair" else flow_key,
                 weight=flow_weight,
                 family="ipv4",
                 max_record_bytes=max(16, max_message_bytes),
             )
+            if flow_key == "pair":  # (src, dst) pairs: src as the first address ("units"), dst as values
+                self.flow_dst = FlowJsonDecoder(
+                    flow_schema,
+                    key="dst",
+                    weight=flow_weight,
+                    family="ipv4",
+                    max_record_bytes=max(16, max_message_bytes),
+                )
+                self.has_units = True
         #: whether decoded values come with weights (flow records weighted by packets or bytes)
         self.weighted = self.flow is not None and flow_weight != "records"
 
@@ -223,12 +237,30 @@ class MessageDecoder:
     def _flow_many(self, values: list[bytes | None]) -> DecodedBatch:
         assert self.flow is not None
         batch = self.flow.decode_many(values)
+        if self.flow_dst is not None:
+            return self._flow_pairs(values, batch)
         cols = batch.ipv4
         counts = batch.counts
         times = np.full(len(values), -1, dtype=np.int64)
         times[cols.index] = cols.event_ms
         weights = cols.weights if self.weighted else None
         return DecodedBatch(list(batch.reasons), counts, np.asarray(cols.keys, dtype=np.uint32), times, None, weights)
+
+    def _flow_pairs(self, values: list[bytes | None], src: Any) -> DecodedBatch:
+        """Flow records as (src, dst) pairs: a record is good when both addresses decode; the source
+        decoder's reason comes first, then the destination's (e.g. ``wrong_family``)."""
+        assert self.flow_dst is not None
+        dst = self.flow_dst.decode_many(values)
+        reasons = [a if a is not None else b for a, b in zip(src.reasons, dst.reasons)]
+        common, ia, ib = np.intersect1d(src.ipv4.index, dst.ipv4.index, assume_unique=True, return_indices=True)
+        counts = np.zeros(len(values), dtype=np.int64)
+        counts[common] = 1
+        times = np.full(len(values), -1, dtype=np.int64)
+        times[common] = src.ipv4.event_ms[ia]
+        weights = src.ipv4.weights[ia] if self.weighted else None
+        firsts = np.asarray(src.ipv4.keys, dtype=np.uint32)[ia].astype(np.uint64)
+        seconds = np.asarray(dst.ipv4.keys, dtype=np.uint32)[ib]
+        return DecodedBatch(reasons, counts, seconds, times, firsts, weights)
 
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.

@@ -25,6 +25,7 @@ import numpy as np
 
 from connectors import pcap, text
 from connectors.skips import SkipCounter
+from sketches.errors import UsageError
 
 __all__ = ["INPUT_FORMATS", "InputFile", "detect_format", "open_input"]
 
@@ -36,11 +37,11 @@ LINE_FORMATS = ("text", "flow-json")
 
 def _check_file(path: Path) -> None:
     if not path.exists():
-        raise ValueError(f"input: file not found: {path}")
+        raise UsageError(f"input: file not found: {path}")
     if not path.is_file():
-        raise ValueError(f"input: not a regular file: {path}")
+        raise UsageError(f"input: not a regular file: {path}")
     if not os.access(path, os.R_OK):
-        raise ValueError(f"input: file is not readable: {path}")
+        raise UsageError(f"input: file is not readable: {path}")
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -57,7 +58,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         with open(p, "rb") as f:
             magic = f.read(4)
     except OSError as exc:
-        raise ValueError(f"input: cannot read {p} ({exc.strerror or type(exc).__name__})") from None
+        raise UsageError(f"input: cannot read {p} ({exc.strerror or type(exc).__name__})") from None
     if magic in pcap.PCAP_MAGICS:
         return "pcap"
     if magic == pcap.PCAPNG_MAGIC:
@@ -97,7 +98,7 @@ class InputFile:
         A capture has no text records: ``ValueError("input: ...")``.
         """
         if self.is_capture:
-            raise ValueError(
+            raise UsageError(
                 f"input: {self.path} is a {self.format} capture; captures only provide IPv4 source addresses"
             )
         return text.iter_text_lines(self.path, skips, chunk_size)
@@ -113,7 +114,7 @@ def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> Inpu
     ``ValueError`` starting with ``"input: "``.
     """
     if input_format not in INPUT_FORMATS:
-        raise ValueError(f"input: unknown input format {input_format!r}; expected one of {', '.join(INPUT_FORMATS)}")
+        raise UsageError(f"input: unknown input format {input_format!r}; expected one of {', '.join(INPUT_FORMATS)}")
     p = Path(path)
     detected = detect_format(p)
     if input_format == "auto":
@@ -121,16 +122,16 @@ def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> Inpu
     elif input_format in LINE_FORMATS:
         if detected != "text":
             if input_format == "flow-json":
-                raise ValueError(f"input: {p} is a {detected} capture, not flow-json (JSON lines of flow records)")
+                raise UsageError(f"input: {p} is a {detected} capture, not flow-json (JSON lines of flow records)")
         fmt = input_format
     else:
         if detected != input_format:
             what = "a text file" if detected == "text" else f"a {detected} file"
-            raise ValueError(f"input: {p} is {what}, not {input_format} (magic number mismatch)")
+            raise UsageError(f"input: {p} is {what}, not {input_format} (magic number mismatch)")
         fmt = input_format
     if fmt not in LINE_FORMATS:
         try:
             pcap.capture_format(p)
         except ValueError as exc:
-            raise ValueError(f"input: {exc}") from None
+            raise UsageError(f"input: {exc}") from None
     return InputFile(path=p, format=fmt)

@@ -93,6 +93,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from sketches.errors import UsageError
+
 from .skips import SkipCounter
 from .text import iter_text_lines, parse_ipv4_each
 
@@ -242,22 +244,22 @@ class FlowJsonDecoder:
         require_time: bool = False,
     ) -> None:
         if schema not in SCHEMAS:
-            raise ValueError(f"FlowJsonDecoder: schema must be one of {', '.join(SCHEMAS)}, got {schema!r}")
+            raise UsageError(f"FlowJsonDecoder: schema must be one of {', '.join(SCHEMAS)}, got {schema!r}")
         if key not in KEYS:
-            raise ValueError(f"FlowJsonDecoder: key must be one of {', '.join(KEYS)}, got {key!r}")
+            raise UsageError(f"FlowJsonDecoder: key must be one of {', '.join(KEYS)}, got {key!r}")
         if weight not in WEIGHTS:
-            raise ValueError(f"FlowJsonDecoder: weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
+            raise UsageError(f"FlowJsonDecoder: weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
         if family not in FAMILIES:
-            raise ValueError(f"FlowJsonDecoder: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+            raise UsageError(f"FlowJsonDecoder: family must be one of {', '.join(FAMILIES)}, got {family!r}")
         if isinstance(max_counter, bool) or not isinstance(max_counter, int) or not 1 <= max_counter < (1 << 62):
-            raise ValueError(f"FlowJsonDecoder: max_counter must be an integer in 1 .. 2**62-1, got {max_counter!r}")
+            raise UsageError(f"FlowJsonDecoder: max_counter must be an integer in 1 .. 2**62-1, got {max_counter!r}")
         if isinstance(max_record_bytes, bool) or not isinstance(max_record_bytes, int) or max_record_bytes < 16:
-            raise ValueError(f"FlowJsonDecoder: max_record_bytes must be an integer >= 16, got {max_record_bytes!r}")
+            raise UsageError(f"FlowJsonDecoder: max_record_bytes must be an integer >= 16, got {max_record_bytes!r}")
         fields = _FIELDS[schema]
         if time_fields is None:
             time_fields = fields["time"]
         elif isinstance(time_fields, str) or not time_fields or not all(isinstance(f, str) and f for f in time_fields):
-            raise ValueError(
+            raise UsageError(
                 f"FlowJsonDecoder: time_fields must be a non-empty sequence of field names, got {time_fields!r}"
             )
         self.schema = schema

@@ -42,6 +42,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from connectors.skips import SkipCounter
+from sketches.errors import UsageError
 
 __all__ = [
     "PCAP_MAGICS",
@@ -50,6 +51,7 @@ __all__ = [
     "capture_format",
     "iter_capture_sources",
     "iter_capture_sources_with_lengths",
+    "iter_capture_pairs",
     "read_capture_sources",
     "read_pcap_sources",
     "read_pcapng_sources",
@@ -109,19 +111,19 @@ def _read_prefix(path: str | os.PathLike[str], n: int) -> bytes:
         with open(path, "rb") as f:
             return f.read(n)
     except FileNotFoundError:
-        raise ValueError(f"{_display(path)}: file not found") from None
+        raise UsageError(f"{_display(path)}: file not found") from None
     except IsADirectoryError:
-        raise ValueError(f"{_display(path)}: is a directory, not a capture file") from None
+        raise UsageError(f"{_display(path)}: is a directory, not a capture file") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ValueError(f"{_display(path)}: cannot read file ({reason})") from None
+        raise UsageError(f"{_display(path)}: cannot read file ({reason})") from None
 
 
 def _pcap_header(path: str | os.PathLike[str], head: bytes) -> tuple[str, int]:
     """Validate a classic pcap global header; return (byte order, link type)."""
     endian, _ns = PCAP_MAGICS[head[:4]]
     if len(head) < 24:
-        raise ValueError(f"{_display(path)}: truncated pcap file header ({len(head)} of 24 bytes)")
+        raise UsageError(f"{_display(path)}: truncated pcap file header ({len(head)} of 24 bytes)")
     network = struct.unpack_from(endian + "I", head, 20)[0]
     return endian, network & 0xFFFF
 
@@ -129,15 +131,15 @@ def _pcap_header(path: str | os.PathLike[str], head: bytes) -> tuple[str, int]:
 def _pcapng_shb(path: str | os.PathLike[str], head: bytes) -> None:
     """Validate the first pcapng Section Header Block's fixed part."""
     if len(head) < 28:
-        raise ValueError(f"{_display(path)}: truncated pcapng section header ({len(head)} of 28 bytes)")
+        raise UsageError(f"{_display(path)}: truncated pcapng section header ({len(head)} of 28 bytes)")
     endian = _PCAPNG_BOM.get(head[8:12])
     if endian is None:
-        raise ValueError(f"{_display(path)}: pcapng section header has an invalid byte-order magic")
+        raise UsageError(f"{_display(path)}: pcapng section header has an invalid byte-order magic")
     blen, _bom, major = struct.unpack_from(endian + "IIH", head, 4)
     if blen < 28 or blen % 4 or blen > _MAX_RECORD:
-        raise ValueError(f"{_display(path)}: pcapng section header has an invalid block length")
+        raise UsageError(f"{_display(path)}: pcapng section header has an invalid block length")
     if major != 1:
-        raise ValueError(f"{_display(path)}: unsupported pcapng major version {major}")
+        raise UsageError(f"{_display(path)}: unsupported pcapng major version {major}")
 
 
 def capture_format(path: str | os.PathLike[str]) -> str:
@@ -147,14 +149,14 @@ def capture_format(path: str | os.PathLike[str]) -> str:
     """
     head = _read_prefix(path, 28)
     if not head:
-        raise ValueError(f"{_display(path)}: empty file, not a pcap/pcapng capture")
+        raise UsageError(f"{_display(path)}: empty file, not a pcap/pcapng capture")
     if head[:4] in PCAP_MAGICS:
         _pcap_header(path, head)
         return "pcap"
     if head[:4] == PCAPNG_MAGIC:
         _pcapng_shb(path, head)
         return "pcapng"
-    raise ValueError(f"{_display(path)}: not a pcap/pcapng capture (unknown magic number)")
+    raise UsageError(f"{_display(path)}: not a pcap/pcapng capture (unknown magic number)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,11 +169,12 @@ def _decode_batch(
     lens: list[int],
     linktypes: int | list[int],
     skips: SkipCounter,
-    ip_lengths: bool = False,
+    ip_lengths: bool | str = False,
 ) -> Any:
     """Source IPv4 of the packets ``buf[offs[i] : offs[i] + lens[i]]`` as uint32, skipping the rest;
     with ``ip_lengths`` also each packet's IPv4 total length (header field, bytes of the IP packet
-    as flow exporters count them) as int64: ``(sources, lengths)``."""
+    as flow exporters count them) as int64: ``(sources, lengths)``; with ``ip_lengths =
+    "destinations"`` each packet's IPv4 destination instead: ``(sources, destinations)``."""
     data = np.frombuffer(buf, dtype=np.uint8)
     last = data.size - 1
     off = np.asarray(offs, dtype=np.int64)
@@ -255,6 +258,10 @@ def _decode_batch(
             skips.add(reason, int(counts[code]))
     s = l3[good] + 12
     src = (u8(s) << 24) | (u8(s + 1) << 16) | (u8(s + 2) << 8) | u8(s + 3)
+    if ip_lengths == "destinations":
+        d = s + 4
+        dst = (u8(d) << 24) | (u8(d + 1) << 16) | (u8(d + 2) << 8) | u8(d + 3)
+        return src.astype(np.uint32), dst.astype(np.uint32)
     if ip_lengths:
         return src.astype(np.uint32), u16be(l3[good] + 2).astype(np.int64)
     return src.astype(np.uint32)
@@ -269,11 +276,11 @@ def _open_capture(path: str | os.PathLike[str]) -> BinaryIO:
         return open(path, "rb")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ValueError(f"{_display(path)}: cannot read file ({reason})") from None
+        raise UsageError(f"{_display(path)}: cannot read file ({reason})") from None
 
 
 def _walk_pcap(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool = False
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool | str = False
 ) -> Iterator[Any]:
     with _open_capture(path) as f:
         head = f.read(24)
@@ -335,7 +342,7 @@ _SHB_TYPE = 0x0A0D0D0A  # the same in both byte orders
 
 
 def _walk_pcapng(
-    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool = False
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int, ip_lengths: bool | str = False
 ) -> Iterator[Any]:
     with _open_capture(path) as f:
         head = f.read(28)
@@ -436,7 +443,7 @@ def _walk_pcapng(
 def _check_chunk_size(chunk_size: int) -> int:
     chunk_size = int(chunk_size)
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        raise UsageError(f"chunk_size must be >= 1, got {chunk_size}")
     return chunk_size
 
 
@@ -468,6 +475,17 @@ def iter_capture_sources_with_lengths(
     return walker(path, skips, chunk_size, True)
 
 
+def iter_capture_pairs(
+    path: str | os.PathLike[str], skips: SkipCounter, chunk_size: int = 65536
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """As :func:`iter_capture_sources`, with each packet's IPv4 destination beside its source:
+    ``(sources, destinations)`` uint32 chunks (two-dimensional HHH, docs/ALGORITHMS.md §11)."""
+    chunk_size = _check_chunk_size(chunk_size)
+    fmt = capture_format(path)
+    walker = _walk_pcap if fmt == "pcap" else _walk_pcapng
+    return walker(path, skips, chunk_size, "destinations")
+
+
 def read_pcap_sources(
     path: str | os.PathLike[str], chunk_size: int = 65536, skips: SkipCounter | None = None
 ) -> Iterator[np.ndarray]:
@@ -478,7 +496,7 @@ def read_pcap_sources(
     """
     chunk_size = _check_chunk_size(chunk_size)
     if capture_format(path) != "pcap":
-        raise ValueError(f"{_display(path)}: is a pcapng file, not a classic pcap file")
+        raise UsageError(f"{_display(path)}: is a pcapng file, not a classic pcap file")
     return _walk_pcap(path, SkipCounter() if skips is None else skips, chunk_size)
 
 
@@ -492,7 +510,7 @@ def read_pcapng_sources(
     """
     chunk_size = _check_chunk_size(chunk_size)
     if capture_format(path) != "pcapng":
-        raise ValueError(f"{_display(path)}: is a classic pcap file, not a pcapng file")
+        raise UsageError(f"{_display(path)}: is a classic pcap file, not a pcapng file")
     return _walk_pcapng(path, SkipCounter() if skips is None else skips, chunk_size)
 
 

@@ -13,10 +13,12 @@ import json
 import os
 from pathlib import Path
 
+from sketches.errors import OperationalError
+
 __all__ = ["JsonLinesReportFile", "ReportSinkError"]
 
 
-class ReportSinkError(OSError):
+class ReportSinkError(OperationalError, OSError):
     """The report file could not be written."""
 
 

@@ -55,6 +55,8 @@ A reason in neither list is treated as excluded (fail closed: an unknown count i
 
 from __future__ import annotations
 
+from sketches.errors import InputError, UsageError
+
 __all__ = ["SkipCounter", "UNPARSABLE", "EXCLUDED", "is_unparsable", "NoReadableInput", "no_readable_message"]
 
 #: Reasons for records that hold no element: their counts are operational (stderr only).
@@ -64,6 +66,7 @@ UNPARSABLE = frozenset(
         "line_too_long",
         "bad_ipv4",
         "bad_ipv6",
+        "bad_pair",
         "bad_path_empty_component",
         "bad_path_too_long",
         "bad_int",
@@ -95,7 +98,7 @@ def is_unparsable(reason: str) -> bool:
     return reason in UNPARSABLE
 
 
-class NoReadableInput(ValueError):
+class NoReadableInput(InputError):
     """The input held no element of the requested kind (every record was skipped, or it was empty)."""
 
 
@@ -130,10 +133,10 @@ class SkipCounter:
     def add(self, reason: str, n: int = 1) -> None:
         """Count ``n`` (>= 0) more skipped records under ``reason``; ``n == 0`` records nothing."""
         if not isinstance(reason, str) or not reason:
-            raise ValueError("SkipCounter: skip reason must be a non-empty string")
+            raise UsageError("SkipCounter: skip reason must be a non-empty string")
         n = int(n)
         if n < 0:
-            raise ValueError(f"SkipCounter: skip count must be >= 0, got {n}")
+            raise UsageError(f"SkipCounter: skip count must be >= 0, got {n}")
         if n:
             self._counts[reason] = self._counts.get(reason, 0) + n
 

@@ -12,6 +12,8 @@ Formats (``input_format``):
 Kinds of value (``kind``):
 
 * ``ipv4``: dotted quads → uint32 array;
+* ``ipv6``: IPv6 addresses (text, csv or jsonl; captures give IPv4 only) → a ``(hi, lo)`` pair of
+  uint64 arrays (:func:`parse_ipv6_records`: a dotted quad is ``wrong_family``, excluded);
 * ``int``: integer literals (ASCII digits, optional sign; e.g. ports, sizes) → int64 array, or an
   (n, d) int64 array with d columns. An integer too large for 64 bits is a valid value, kept as
   ±:data:`INT_SATURATED` (which lies outside every domain a snapshot command accepts), so that
@@ -42,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 from . import text
 from .files import detect_format, open_input
 from .skips import SkipCounter
@@ -58,7 +62,7 @@ __all__ = [
 ]
 
 SNAPSHOT_FORMATS = ("auto", "text", "pcap", "pcapng", "csv", "jsonl")
-KINDS = ("ipv4", "int", "path")
+KINDS = ("ipv4", "ipv6", "int", "path")
 #: The value of an integer literal too large for 64 bits (with its sign).
 INT_SATURATED = (1 << 63) - 1
 _INT = re.compile(r"^[+-]?[0-9]+$")
@@ -80,14 +84,16 @@ class SnapshotValues:
 
     @property
     def n(self) -> int:
-        """Number of values kept."""
+        """Number of values kept (IPv6 values are a ``(hi, lo)`` pair of arrays)."""
+        if isinstance(self.values, tuple):
+            return len(self.values[0])
         return len(self.values)
 
 
 def snapshot_format(path: str | os.PathLike[str], input_format: str = "auto") -> str:
     """The concrete format of ``path`` (see the module docstring)."""
     if input_format not in SNAPSHOT_FORMATS:
-        raise ValueError(f"input: unknown input format {input_format!r}; expected one of {', '.join(SNAPSHOT_FORMATS)}")
+        raise UsageError(f"input: unknown input format {input_format!r}; expected one of {', '.join(SNAPSHOT_FORMATS)}")
     if input_format != "auto":
         return input_format
     suffix = Path(path).suffix.lower()
@@ -122,7 +128,7 @@ def _rows_csv(
             return
         missing = [c for c in columns if c not in header]
         if missing:
-            raise ValueError(f"input: {path} has no column {missing[0]!r} (columns: {', '.join(header)})")
+            raise UsageError(f"input: {path} has no column {missing[0]!r} (columns: {', '.join(header)})")
         where = [header.index(c) for c in columns]
         chunk: list[list[str] | None] = []
         while True:
@@ -221,6 +227,33 @@ def parse_ipv4_records(lines: list[str], skips: SkipCounter) -> np.ndarray:
     return values[valid]
 
 
+_PAIR_SEPARATORS = ("->", "→", ",", "\t")
+
+
+def parse_ipv4_pair_records(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
+    """Lines ``A B`` (also ``A,B``, ``A -> B``, ``A → B``, tab-separated) of two dotted quads →
+    ``(first, second)`` uint32 arrays in input order (two-dimensional HHH, docs/ALGORITHMS.md §11).
+
+    A line that is not two strict dotted quads is counted as ``bad_pair`` (unparsable)."""
+    firsts: list[str] = []
+    seconds: list[str] = []
+    bad = 0
+    for line in lines:
+        for sep in _PAIR_SEPARATORS:
+            line = line.replace(sep, " ")
+        parts = line.split()
+        if len(parts) != 2:
+            bad += 1
+            continue
+        firsts.append(parts[0])
+        seconds.append(parts[1])
+    a, ok_a = text.parse_ipv4_each(firsts)
+    b, ok_b = text.parse_ipv4_each(seconds)
+    ok = ok_a & ok_b
+    skips.add("bad_pair", bad + int((~ok).sum()))
+    return a[ok], b[ok]
+
+
 def parse_ipv6_records(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
     """IPv6 addresses → (hi, lo) uint64 arrays (input order), as :func:`connectors.text.parse_ipv6`.
 
@@ -249,29 +282,29 @@ def read_snapshot(
     option; skipped rows are only counted (see the module docstring for which counts may be shown).
     """
     if kind not in KINDS:
-        raise ValueError(f"input: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise UsageError(f"input: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     fmt = snapshot_format(path, input_format)
     p = Path(path)
     columns = [c.strip() for c in columns if c.strip()]
     if fmt in ("csv", "jsonl") and not columns:
-        raise ValueError(f"input: {fmt} input needs --column NAME (the column holding the values)")
+        raise UsageError(f"input: {fmt} input needs --column NAME (the column holding the values)")
     if fmt not in ("csv", "jsonl") and columns:
-        raise ValueError(f"input: --column applies to csv and jsonl inputs, not {fmt}")
+        raise UsageError(f"input: --column applies to csv and jsonl inputs, not {fmt}")
     if len(columns) > 1 and kind != "int":
-        raise ValueError(f"input: several columns are only supported for integer values, not {kind}")
+        raise UsageError(f"input: several columns are only supported for integer values, not {kind}")
     skips = SkipCounter()
     if fmt in ("pcap", "pcapng", "text"):
         handle = open_input(p, fmt)
         if handle.is_capture:
             if kind != "ipv4":
-                raise ValueError(f"input: a {fmt} capture provides IPv4 addresses only, not {kind} values")
+                raise UsageError(f"input: a {fmt} capture provides IPv4 addresses only, not {kind} values")
             chunks = list(handle.iter_ipv4(skips))
             values = np.concatenate(chunks) if chunks else np.empty(0, np.uint32)
             if progress is not None:
                 progress(1.0)
             return SnapshotValues(values, len(values) + skips.total, skips, fmt)
     elif not p.is_file():
-        raise ValueError(f"input: {p} is not a readable file")
+        raise UsageError(f"input: {p} is not a readable file")
     position = _Position()
     size = max(p.stat().st_size, 1)
     rows_of = {
@@ -287,6 +320,8 @@ def read_snapshot(
         skips.add("missing_column", len(chunk) - len(present))
         if kind == "ipv4":
             parts.append(parse_ipv4_records([c[0] for c in present], skips))
+        elif kind == "ipv6":
+            parts.append(parse_ipv6_records([c[0] for c in present], skips))
         elif kind == "path":
             paths = text.parse_paths([c[0] for c in present], skips, max_depth=path_depth)
             exact = [x for x in paths if x.count("/") + 1 == path_depth]
@@ -304,6 +339,11 @@ def read_snapshot(
             progress(min(position.bytes / size, 1.0))
     if kind == "path":
         values_out: Any = [v for part in parts for v in part]
+    elif kind == "ipv6":
+        values_out = (
+            np.concatenate([hi for hi, _ in parts]) if parts else np.empty(0, np.uint64),
+            np.concatenate([lo for _, lo in parts]) if parts else np.empty(0, np.uint64),
+        )
     elif parts:
         values_out = np.concatenate(parts)
     else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 __all__ = ["synthetic_addresses", "HEAVY_PREFIXES"]
 
 #: (network, prefix length, share of the stream) of the planted heavy hitters.
@@ -22,7 +24,7 @@ HEAVY_PREFIXES = (
 def synthetic_addresses(n: int, *, seed: int = 0) -> np.ndarray:
     """``n`` IPv4 addresses (uint32): the planted heavy prefixes plus uniform background."""
     if n < 0:
-        raise ValueError(f"synthetic_addresses: n must be >= 0, got {n}")
+        raise UsageError(f"synthetic_addresses: n must be >= 0, got {n}")
     rng = np.random.default_rng(seed)
     out = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     pick = rng.random(n)

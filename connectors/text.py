@@ -32,6 +32,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from connectors.skips import SkipCounter
+from sketches.errors import UsageError
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -78,13 +79,13 @@ def iter_text_lines(path: str | os.PathLike[str], skips: SkipCounter, chunk_size
     """
     chunk_size = int(chunk_size)
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        raise UsageError(f"chunk_size must be >= 1, got {chunk_size}")
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ValueError(f"{os.fspath(path)}: cannot read file ({reason})") from None
+        raise UsageError(f"{os.fspath(path)}: cannot read file ({reason})") from None
     return _iter_lines(path, skips, chunk_size)
 
 
@@ -270,7 +271,7 @@ def parse_paths(lines: list[str], skips: SkipCounter, max_depth: int = 64, max_l
         * ``bad_path_too_deep`` — more than ``max_depth`` components.
     """
     if max_depth < 1 or max_length < 1:
-        raise ValueError("max_depth and max_length must be >= 1")
+        raise UsageError("max_depth and max_length must be >= 1")
     out: list[str] = []
     empty = long = deep = 0
     for line in lines:

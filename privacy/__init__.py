@@ -21,10 +21,13 @@ Modules:
 * :mod:`privacy.calibration` — every number a window's release uses and its report states
   (:class:`WindowCalibration`);
 * :mod:`privacy.stream_size` — private sub-stream sizes and the root estimate (docs/ALGORITHMS.md §5);
-* :mod:`privacy.hhh` — HHH extraction from released values (:func:`extract_hhh`, Algorithm 4);
+* :mod:`privacy.hhh` — HHH extraction from released values (:func:`extract_hhh`, Algorithm 4) and the
+  verdicts (:func:`with_verdicts`);
+* :mod:`privacy.hhh2d` — two-dimensional extraction over a pair hierarchy (:func:`extract_hhh_2d`: point
+  mode by inclusion–exclusion);
 * :mod:`privacy.window` — one window's release, split as the stream job splits it
   (:func:`release_sketch`, :func:`assemble_report`, :func:`release_window`);
-* :mod:`privacy.budget` — the per-window budget statement (the report's ledger entry);
+* :mod:`privacy.budget` — the per-window budget statement (the report's ``budget``);
 * :mod:`privacy.report` — the one builder of the ``dphhh.report/1`` schema;
 * :mod:`privacy.unit` — the privacy unit (event or user level, group-privacy calibration);
 * :mod:`privacy.unit_cap` — the per-window contribution cap of user-level privacy;
@@ -35,11 +38,12 @@ Modules:
   local-DP AHEAD, LUE-DPTree (a subpackage, not imported by ``import privacy``).
 """
 
-from .budget import window_ledger
+from .budget import budget_statement
 from .budget_guard import BudgetGuard, GuardDecision
 from .calibration import WindowCalibration
 from .checks import guarantee_warnings
-from .hhh import HHHItem, SketchRelease, extract_hhh
+from .hhh import HHHItem, SketchRelease, extract_hhh, with_verdicts
+from .hhh2d import extract_hhh_2d
 from .params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams, PrivacyBudget
 from .plan import PlanInputs, detectable_count, make_plan, report_probability
 from .randomness import RandomSource, SecureRandomSource, SeededRandomSource, as_source
@@ -74,10 +78,12 @@ __all__ = [
     "SketchRelease",
     "HHHItem",
     "extract_hhh",
+    "extract_hhh_2d",
+    "with_verdicts",
     # reports
     "SCHEMA",
     "build_report",
-    "window_ledger",
+    "budget_statement",
     # privacy units and budgets
     "PrivacyUnit",
     "UNIT_KINDS",

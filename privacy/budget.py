@@ -1,4 +1,4 @@
-"""The per-window budget statement (the privacy ledger entry of one report).
+"""The per-window budget statement of one report (its ``budget`` field).
 
 It says what one window's report cost and which guarantee it carries: the per-level releases
 (Algorithm 3) at ((1 − s)·ε, δ) and the private sub-stream sizes at (s·ε, 0), composed
@@ -12,13 +12,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from sketches.errors import UsageError
+
 from .calibration import WindowCalibration
 from .params import HHHParams, PrivacyBudget
 
-__all__ = ["window_ledger"]
+__all__ = ["budget_statement"]
 
 
-def window_ledger(
+def budget_statement(
     params: HHHParams,
     *,
     h: int,
@@ -26,7 +28,7 @@ def window_ledger(
     budget: PrivacyBudget | None = None,
     spending: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ledger entry of one window released with ``params`` over ``h`` sketched levels.
+    """The budget statement of one window released with ``params`` over ``h`` sketched levels.
 
     With a user-level ``unit`` (:class:`~privacy.unit.PrivacyUnit`), ``params`` are its group-privacy
     calibration of ``budget``: the entry states ``budget`` at the unit's level and keeps the
@@ -62,14 +64,14 @@ def window_ledger(
     }
     if unit is not None and (unit.kind == "user" or unit.weight_cap > 1):
         if budget is None:
-            raise ValueError("window_ledger: a user-level or weighted unit needs the budget it is stated at")
+            raise UsageError("budget_statement: a user-level or weighted unit needs the budget it is stated at")
         calibrated = unit.event_budget(budget)
         if not (
             math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
             and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)
         ):
-            raise ValueError(  # never claim a unit-level guarantee the mechanism's calibration does not give
-                f"window_ledger: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
+            raise UsageError(  # never claim a unit-level guarantee the mechanism's calibration does not give
+                f"budget_statement: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
                 f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated budget"
             )
         out.update(

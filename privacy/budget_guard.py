@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from sketches.errors import UsageError
+
 from .params import PrivacyBudget
 
 __all__ = ["BudgetGuard", "GuardDecision", "PERIODS", "DAY_MS"]
@@ -76,9 +78,9 @@ class GuardDecision:
 
 def _check_ms(name: str, value: Any, minimum: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"BudgetGuard: {name} must be an integer (milliseconds), got {value!r}")
+        raise UsageError(f"BudgetGuard: {name} must be an integer (milliseconds), got {value!r}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"BudgetGuard: {name} must be >= {minimum}, got {value!r}")
+        raise UsageError(f"BudgetGuard: {name} must be >= {minimum}, got {value!r}")
     return value
 
 
@@ -104,9 +106,9 @@ class BudgetGuard:
 
     def __post_init__(self) -> None:
         if not isinstance(self.total, PrivacyBudget):
-            raise ValueError(f"BudgetGuard: total must be a PrivacyBudget, got {type(self.total).__name__}")
+            raise UsageError(f"BudgetGuard: total must be a PrivacyBudget, got {type(self.total).__name__}")
         if self.period not in PERIODS:
-            raise ValueError(f"BudgetGuard: period must be one of {', '.join(PERIODS)}, got {self.period!r}")
+            raise UsageError(f"BudgetGuard: period must be one of {', '.join(PERIODS)}, got {self.period!r}")
 
     def decide(
         self, window_start_ms: int, window_ms: int, per_window: PrivacyBudget, schedule_start_ms: int
@@ -117,9 +119,9 @@ class BudgetGuard:
         length = _check_ms("window_ms", window_ms, 1)
         first = _check_ms("schedule_start_ms", schedule_start_ms)
         if not isinstance(per_window, PrivacyBudget):
-            raise ValueError(f"BudgetGuard: per_window must be a PrivacyBudget, got {type(per_window).__name__}")
+            raise UsageError(f"BudgetGuard: per_window must be a PrivacyBudget, got {type(per_window).__name__}")
         if start < first:
-            raise ValueError(f"BudgetGuard: window_start_ms {start} is before the schedule start {first}")
+            raise UsageError(f"BudgetGuard: window_start_ms {start} is before the schedule start {first}")
         if self.period == "day":
             day_start = (start // DAY_MS) * DAY_MS
             origin = max(day_start, first)

@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sketches.errors import UsageError
+
 from .params import HHHParams
 from .release import ReleaseScales
 from .release import alpha2 as paper_alpha2
@@ -155,7 +157,7 @@ def _calibrate(
     keys = counters * h * partitions
     noisy_vectors = keys * (2 if scales.w_release is not None else 1)  # fresh: test and release noise per key
     if scales.w_release is not None and (scales.gamma_release, scales.w_release) != (scales.gamma, scales.w):
-        raise ValueError("WindowCalibration: release and test noise must have the same scales")
+        raise UsageError("WindowCalibration: release and test noise must have the same scales")
     bound = smallest_two_sided_bound(scales.gamma, scales.w, key_beta / noisy_vectors)
     if name == "tight":
         a2 = scales.threshold + bound

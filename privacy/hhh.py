@@ -22,23 +22,28 @@ Bottom-up (ℓ = h … 1, then the root), for each released key e:
   4.1.5, when τ >= 2·α1) and every released noisy count is within α1 of the prefix's true count.
   The residual-adjusted f̃ is *not* within α1 of the true residual in general: each selected
   descendant whose value is below its slack *adds* to its ancestors (the subtraction is
-  conservative), so f̃ over-estimates the residual. Reports therefore carry both f̃ (``estimate``)
+  conservative), so f̃ over-estimates the residual. Reports therefore carry both f̃ (``residual``)
   and the released count with its interval.
 * ``point``: select iff ``C̃[e] >= τ`` and subtract ``C̃[e]``: higher precision, no coverage
   guarantee.
+
+Every selected prefix then gets a verdict (:func:`with_verdicts`): ``heavy`` when its interval's
+lower end, less the upper ends of its maximal reported descendants, is still at least τ; else
+``possible``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy
 
 from .calibration import WindowCalibration
 from .params import MODES
 
-__all__ = ["SketchRelease", "HHHItem", "extract_hhh"]
+__all__ = ["SketchRelease", "HHHItem", "VERDICTS", "extract_hhh", "with_verdicts"]
 
 
 @dataclass(frozen=True)
@@ -56,35 +61,77 @@ class SketchRelease:
     labels: Mapping[int, str] | None = None
 
 
+#: The two verdicts a reported prefix can carry (docs/ALGORITHMS.md §4 "Verdicts").
+VERDICTS = ("heavy", "possible")
+
+
 @dataclass(frozen=True)
 class HHHItem:
     """One private hierarchical heavy hitter.
 
-    * ``estimate``: Algorithm 4's residual-adjusted value f̃(e) (conservative mode: an upper-side
-      estimate of the residual count, since each selected descendant removes only C̃ − α2);
+    * ``residual``: Algorithm 4's residual-adjusted value f̃(e) (conservative mode: an upper-side
+      estimate of the residual count, since each selected descendant removes only C̃ − slack);
     * ``count``: the released noisy count C̃ of the prefix before any subtraction; with
       probability 1 − β (for all reported prefixes at once) the prefix's true count lies in
-      ``[lower, upper]``, and it is within ``alpha1`` of ``count``.
+      ``[lower, upper]``, and it is within ``alpha1`` of ``count``;
+    * ``residual_lower``: a lower bound, holding with the same probability, on the prefix's true
+      count less the true counts of its maximal reported descendants: ``lower`` less their
+      ``upper`` (clipped at 0);
+    * ``verdict``: ``heavy`` when ``residual_lower >= tau`` (the prefix is heavy with probability
+      >= 1 − β even after removing every reported descendant), else ``possible`` (reported because
+      its residual may reach τ; the intervals do not prove it).
+
+    :meth:`as_dict` (the report's item) shows the residual clipped to ``[0, count]``: a residual
+    cannot exceed the count it is taken from, and both are noisy values of the same release.
     """
 
     level: int
     key: int
     prefix: str
-    estimate: float
+    residual: float
     count: float
     alpha1: float
     lower: float
     upper: float
+    residual_lower: float = 0.0
+    verdict: str = "possible"
 
     def as_dict(self) -> dict:
         return {
             "prefix": self.prefix,
             "level": self.level,
-            "estimate": round(self.estimate, 1),
+            "verdict": self.verdict,
             "count": round(self.count, 1),
+            "residual": round(min(max(self.residual, 0.0), max(self.count, 0.0)), 1),
             "lower": round(self.lower, 1),
             "upper": round(self.upper, 1),
+            "residual_lower": round(self.residual_lower, 1),
         }
+
+
+def with_verdicts(items: list[HHHItem], hierarchy: Hierarchy, tau: float) -> list[HHHItem]:
+    """``items`` with ``residual_lower`` and ``verdict`` set (post-processing of released values).
+
+    A reported prefix's maximal reported descendants are the reported prefixes below it with no
+    reported prefix in between; since every interval holds at once with probability >= 1 − β,
+    ``lower(e) − Σ upper(d)`` over them bounds from below the true count of ``e`` outside them."""
+    chosen = {(it.level, it.key) for it in items}
+    below: dict[tuple[int, int], float] = {}
+    for it in items:
+        if it.level == 0:
+            continue
+        nearest = (0, 0)
+        for up in range(it.level - 1, 0, -1):
+            ancestor = (up, hierarchy.ancestor(it.key, it.level, up))
+            if ancestor in chosen:
+                nearest = ancestor
+                break
+        below[nearest] = below.get(nearest, 0.0) + it.upper
+    out = []
+    for it in items:
+        bound = max(0.0, it.lower - below.get((it.level, it.key), 0.0))
+        out.append(replace(it, residual_lower=bound, verdict="heavy" if bound >= tau else "possible"))
+    return out
 
 
 def extract_hhh(
@@ -100,7 +147,7 @@ def extract_hhh(
 
     Every release must carry its size bound ``n_upper`` (see :func:`privacy.window.assemble_report`)."""
     if mode not in MODES:
-        raise ValueError(f"extract_hhh: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise UsageError(f"extract_hhh: mode must be one of {', '.join(MODES)}, got {mode!r}")
     h = hierarchy.h
     alpha2 = calibration.alpha2
     slack = calibration.subtraction_slack
@@ -112,9 +159,9 @@ def extract_hhh(
     worst_alpha1 = alpha2
     for rel in releases:
         if not (1 <= rel.level <= h):
-            raise ValueError(f"extract_hhh: release level must be in 1..{h}, got {rel.level}")
+            raise UsageError(f"extract_hhh: release level must be in 1..{h}, got {rel.level}")
         if rel.n_upper is None:
-            raise ValueError(
+            raise UsageError(
                 f"extract_hhh: the release of level {rel.level}, partition {rel.partition} has no size bound"
             )
         a1 = calibration.alpha1(rel.n_upper)
@@ -156,4 +203,4 @@ def extract_hhh(
                 if ancestor in residual[up]:
                     residual[up][ancestor] -= removed
             residual[0][0] -= removed
-    return selected
+    return with_verdicts(selected, hierarchy, tau)

@@ -37,6 +37,7 @@ from fractions import Fraction
 import numpy as np
 
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 
 __all__ = [
     "uniform01",
@@ -83,7 +84,7 @@ def _shape(size: SizeLike, where: str) -> tuple[tuple[int, ...], int]:
     else:
         raise TypeError(f"{where}: size must be an int or a tuple of ints, got {size!r}")
     if any(s < 0 for s in shape):
-        raise ValueError(f"{where}: size must be non-negative, got {size!r}")
+        raise UsageError(f"{where}: size must be non-negative, got {size!r}")
     return shape, math.prod(shape)
 
 
@@ -91,20 +92,20 @@ def _positive_finite_array(values: object, name: str, where: str) -> np.ndarray:
     """Return ``values`` as a float64 array, raising ``ValueError`` unless all are finite reals > 0."""
     arr = np.asarray(values)
     if arr.dtype.kind not in "iuf":  # rejects bool, complex, object and string arrays
-        raise ValueError(f"{where}: {name} must be finite numbers > 0, got an array of dtype {arr.dtype}")
+        raise UsageError(f"{where}: {name} must be finite numbers > 0, got an array of dtype {arr.dtype}")
     arr = arr.astype(np.float64)
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0.0)):
-        raise ValueError(f"{where}: {name} must be finite numbers > 0 (some are not)")
+        raise UsageError(f"{where}: {name} must be finite numbers > 0 (some are not)")
     return arr
 
 
 def _positive_finite(value: object, name: str, where: str) -> float:
     """Return ``value`` as a float, raising ``ValueError`` unless it is a finite real > 0."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+        raise UsageError(f"{where}: {name} must be a finite number > 0, got {value!r}")
     as_float = float(value)
     if not math.isfinite(as_float) or not as_float > 0.0:
-        raise ValueError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+        raise UsageError(f"{where}: {name} must be a finite number > 0, got {value!r}")
     return as_float
 
 
@@ -121,7 +122,7 @@ def uniform01(source: RngLike, n: int) -> np.ndarray:
     ``source`` is a :class:`RandomSource` (anything :func:`as_source` accepts also works).
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"uniform01: n must be an int >= 0, got {n!r}")
+        raise UsageError(f"uniform01: n must be an int >= 0, got {n!r}")
     words = as_source(source).bits(int(n))
     return (words >> np.uint64(11)).astype(np.float64) * _TWO_POW_MINUS_53
 
@@ -134,7 +135,7 @@ def _geometric_from_uniforms(u: np.ndarray, log1m_p: float | np.ndarray) -> np.n
 def _check_geometric_range(log1m_p: float, where: str, detail: str) -> None:
     # The largest possible output is _MAX_EXPONENTIAL / -log1p(-p); keep it far inside int64.
     if _MAX_EXPONENTIAL / -log1m_p >= _INT64_SAFE:
-        raise ValueError(f"{where}: {detail} is too extreme, samples would overflow int64")
+        raise UsageError(f"{where}: {detail} is too extreme, samples would overflow int64")
 
 
 def geometric_failures(p: float, size: SizeLike, rng: RngLike = None) -> np.ndarray:
@@ -152,10 +153,10 @@ def geometric_failures(p: float, size: SizeLike, rng: RngLike = None) -> np.ndar
     ``floor(log1p(-u) / log1p(-p))`` from 53-bit uniforms ``u`` (exact up to that resolution).
     """
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real):
-        raise ValueError(f"geometric_failures: p must be a number with 0 < p <= 1, got {p!r}")
+        raise UsageError(f"geometric_failures: p must be a number with 0 < p <= 1, got {p!r}")
     p_f = float(p)
     if not (0.0 < p_f <= 1.0):  # also rejects NaN
-        raise ValueError(f"geometric_failures: p must satisfy 0 < p <= 1, got {p!r}")
+        raise UsageError(f"geometric_failures: p must satisfy 0 < p <= 1, got {p!r}")
     shape, n = _shape(size, "geometric_failures")
     source = as_source(rng)
     if p_f == 1.0:
@@ -277,7 +278,7 @@ def _exact_sigma2(sigma2: object) -> Fraction:
     """Convert ``sigma2`` to a positive :class:`Fraction` (see :func:`discrete_gaussian`)."""
     where = "discrete_gaussian"
     if isinstance(sigma2, (bool, np.bool_)):
-        raise ValueError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
+        raise UsageError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
     if isinstance(sigma2, numbers.Integral):
         value = Fraction(int(sigma2))
     elif isinstance(sigma2, Fraction):
@@ -287,7 +288,7 @@ def _exact_sigma2(sigma2: object) -> Fraction:
     elif isinstance(sigma2, numbers.Real):
         as_float = float(sigma2)
         if not math.isfinite(as_float):
-            raise ValueError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
+            raise UsageError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
         exact = Fraction(as_float)
         value = exact.limit_denominator(10**6)
         # Keep the short fraction only if it is within 2**-40 relative of the float (so 0.1 means
@@ -295,9 +296,9 @@ def _exact_sigma2(sigma2: object) -> Fraction:
         if value <= 0 or abs(value - exact) > exact * Fraction(1, 2**40):
             value = exact
     else:
-        raise ValueError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
+        raise UsageError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
     if value <= 0:
-        raise ValueError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
+        raise UsageError(f"{where}: sigma2 must be a finite number > 0, got {sigma2!r}")
     return value
 
 
@@ -472,9 +473,9 @@ def binomial(trials: int | np.ndarray, p: float | np.ndarray, rng: RngLike = Non
     n_arr = np.asarray(trials)
     p_arr = np.asarray(p, dtype=np.float64)
     if n_arr.dtype.kind not in "iu" or (n_arr.size and int(n_arr.min()) < 0):
-        raise ValueError("binomial: trials must be non-negative integers")
+        raise UsageError("binomial: trials must be non-negative integers")
     if p_arr.size and (not np.all(np.isfinite(p_arr)) or p_arr.min() < 0.0 or p_arr.max() > 1.0):
-        raise ValueError("binomial: p must satisfy 0 <= p <= 1")
+        raise UsageError("binomial: p must satisfy 0 <= p <= 1")
     n_b, p_b = np.broadcast_arrays(n_arr.astype(np.int64), p_arr)
     shape = n_b.shape
     n_f, p_f = n_b.ravel(), p_b.ravel()

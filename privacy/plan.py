@@ -30,7 +30,15 @@ from .params import HHHParams, PrivacyBudget, check_int
 from .tails import dlap_sum_tail
 from .unit import PrivacyUnit
 
-__all__ = ["PlanInputs", "make_plan", "report_probability", "detectable_count", "DETECT_PROBABILITY"]
+__all__ = [
+    "PlanInputs",
+    "make_plan",
+    "report_probability",
+    "detectable_count",
+    "suggest_epsilon",
+    "DETECT_PROBABILITY",
+    "SUGGESTED_EPSILONS",
+]
 
 #: The probability of being reported that "detectable" refers to.
 DETECT_PROBABILITY = 0.9
@@ -182,3 +190,22 @@ def make_plan(inputs: PlanInputs) -> dict[str, Any]:
     if inputs.tau is not None:
         out["coverage_holds"] = inputs.mode == "conservative" and inputs.tau >= out["coverage_min_tau"]
     return out
+
+
+#: The ε values :func:`suggest_epsilon` tries, smallest first.
+SUGGESTED_EPSILONS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+
+
+def suggest_epsilon(inputs: PlanInputs, tau: float) -> float | None:
+    """The smallest ε of :data:`SUGGESTED_EPSILONS` at which a window of ``inputs.n`` elements
+    reports a prefix of count ``tau`` with probability >= 0.9 and, in conservative mode, its
+    coverage holds (τ >= 2·α1); ``None`` when even the largest does not. Public inputs only (``n``
+    is a guess or a noisy size)."""
+    from dataclasses import replace
+
+    for eps in SUGGESTED_EPSILONS:
+        numbers = _numbers(replace(inputs, epsilon=eps, tau=tau), inputs.counters)
+        covered = inputs.mode != "conservative" or tau >= numbers["coverage_min_tau"]
+        if covered and numbers["detectable"] <= tau:
+            return eps
+    return None

@@ -22,6 +22,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 __all__ = ["RandomSource", "SecureRandomSource", "SeededRandomSource", "as_source"]
 
 
@@ -48,12 +50,12 @@ class SecureRandomSource:
 
     def bits(self, n: int) -> np.ndarray:
         if n < 0:
-            raise ValueError(f"SecureRandomSource: n must be >= 0, got {n!r}")
+            raise UsageError(f"SecureRandomSource: n must be >= 0, got {n!r}")
         return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
 
     def randbelow(self, m: int) -> int:
         if m < 1:
-            raise ValueError(f"SecureRandomSource: m must be >= 1, got {m!r}")
+            raise UsageError(f"SecureRandomSource: m must be >= 1, got {m!r}")
         return secrets.randbelow(m)
 
     def __repr__(self) -> str:
@@ -73,12 +75,12 @@ class SeededRandomSource:
 
     def bits(self, n: int) -> np.ndarray:
         if n < 0:
-            raise ValueError(f"SeededRandomSource: n must be >= 0, got {n!r}")
+            raise UsageError(f"SeededRandomSource: n must be >= 0, got {n!r}")
         return self.generator.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
 
     def randbelow(self, m: int) -> int:
         if m < 1:
-            raise ValueError(f"SeededRandomSource: m must be >= 1, got {m!r}")
+            raise UsageError(f"SeededRandomSource: m must be >= 1, got {m!r}")
         if m <= 2**63:
             return int(self.generator.integers(0, m))
         # Arbitrary precision: rejection sampling over enough 64-bit words.

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 from .noise import discrete_laplace
 from .params import CALIBRATIONS, DEFAULT_CALIBRATION, VARIANTS, check_int, check_open_unit, check_positive
 from .randomness import RandomSource, as_source
@@ -82,9 +84,9 @@ class ReleaseScales:
         delta = check_open_unit(owner, "delta", delta)
         h = check_int(owner, "h", h, 1)
         if variant not in VARIANTS:
-            raise ValueError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+            raise UsageError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
         if calibration not in CALIBRATIONS:
-            raise ValueError(f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {calibration!r}")
+            raise UsageError(f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {calibration!r}")
         if calibration == "tight":
             b = (2 if variant == "fresh" else 1) * h / epsilon
             t = tight_threshold(epsilon_level=epsilon / h, delta_level=delta / h, b_gamma=b, b_w=b)
@@ -95,7 +97,7 @@ class ReleaseScales:
         if variant == "reuse":
             b = h / epsilon
             return cls(1 + (3 * h / epsilon) * math.log(3 * h / delta), b, 2 * b, None, None)
-        raise ValueError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        raise UsageError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
 
     @property
     def integer_threshold(self) -> int:
@@ -155,7 +157,7 @@ def release_level(
         return {}
     values_in = np.fromiter((counts[k] for k in keys), dtype=np.int64, count=len(keys))
     if (values_in < 0).any():
-        raise ValueError("release_level: counters must be >= 0")
+        raise UsageError("release_level: counters must be >= 0")
     passed, values = release_arrays(values_in, scales, source)
     return {k: int(v) for k, p, v in zip(keys, passed.tolist(), values.tolist()) if p}
 

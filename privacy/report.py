@@ -1,4 +1,4 @@
-"""The one builder of the ``dphhh.report/1`` schema (batch command, stream and snapshots).
+"""The one builder of the ``dphhh.report/2`` schema (batch command, stream and snapshots).
 
 ``diagnostics`` is the report's place for public, non-numeric notes about how it was made. It
 never carries a count of records — skipped, out of domain, late, users (docs/ALGORITHMS.md §0.1 f): such a
@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sketches.errors import UsageError
+
 from .calibration import WindowCalibration
 from .hhh import HHHItem
 from .params import HHHParams
 
-__all__ = ["SCHEMA", "build_report", "build_refused_report", "public_diagnostics"]
+__all__ = ["SCHEMA", "VERDICT_TEXT", "build_report", "build_refused_report", "public_diagnostics"]
 
-SCHEMA = "dphhh.report/1"
+#: Version 2 (this one): items carry ``residual`` (was ``estimate``), ``verdict`` and
+#: ``residual_lower``; ``guarantees.verdicts`` explains the verdicts.
+SCHEMA = "dphhh.report/2"
 
 
 def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -35,9 +39,9 @@ def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
             out = {}
             for key, item in value.items():
                 if not isinstance(key, str):
-                    raise ValueError(f"build_report: diagnostics keys must be strings, got {key!r} at {where}")
+                    raise UsageError(f"build_report: diagnostics keys must be strings, got {key!r} at {where}")
                 if key == "skipped":
-                    raise ValueError(
+                    raise UsageError(
                         f"build_report: diagnostics must not carry skip counts ({where}.skipped): "
                         "counts of records are not published (docs/ALGORITHMS.md §0.1 f)"
                     )
@@ -45,7 +49,7 @@ def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
             return out
         if isinstance(value, (list, tuple)):
             return [check(item, f"{where}[{i}]") for i, item in enumerate(value)]
-        raise ValueError(
+        raise UsageError(
             f"build_report: diagnostics must hold no numbers (a count of records is not "
             f"published, docs/ALGORITHMS.md §0.1 f): {where} has type {type(value).__name__}"
         )
@@ -64,6 +68,14 @@ def _coverage_text(p: HHHParams, alpha1: float) -> str:
     return "void for this window: tau < 2*alpha1, so an unreleased prefix may have residual up to alpha1 > tau - alpha1"
 
 
+#: What the two verdicts of a reported prefix mean (privacy.hhh.with_verdicts).
+VERDICT_TEXT = {
+    "heavy": "with probability >= 1 - beta its true count, less the true counts of its reported "
+    "descendants, is at least tau (residual_lower >= tau)",
+    "possible": "reported because its residual may reach tau; the intervals do not prove it",
+}
+
+
 def build_report(
     *,
     params: HHHParams,
@@ -73,13 +85,16 @@ def build_report(
     n_noisy: int,
     alpha1: float,
     calibration: WindowCalibration,
-    ledger: Mapping[str, Any],
+    statement: Mapping[str, Any],
     window: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     secure_randomness: bool = True,
+    tau_share: float | None = None,
+    coverage: tuple[bool, str] | None = None,
 ) -> dict[str, Any]:
     """Assemble a report. Every value in it is noisy or public (parameters, guarantees); the
-    ``diagnostics`` are checked by :func:`public_diagnostics` (no count of records)."""
+    ``diagnostics`` are checked by :func:`public_diagnostics` (no count of records). ``coverage``:
+    ``(holds, text)`` overriding the 1-D coverage statement (two-dimensional reports)."""
     p = params
     notes = public_diagnostics(diagnostics)
     cal = calibration
@@ -98,6 +113,7 @@ def build_report(
             "mode": p.mode,
             "partitions": p.partitions,
             "calibration": p.calibration,
+            **({} if tau_share is None else {"tau_share": tau_share}),
         },
         "guarantees": {
             "alpha1": round(alpha1, 3),
@@ -108,18 +124,19 @@ def build_report(
             "accuracy": (
                 "with probability >= 1 - beta every reported prefix's true count lies in [lower, upper] "
                 "= [count - noise_bound, count + noise_bound + n_upper/(counters+1)] (release noise, then the "
-                "sketch's undercount), clipped at 0, and within alpha1 of count; estimate is the residual after "
-                "removing selected descendants"
+                "sketch's undercount), clipped at 0, and within alpha1 of count; residual is the count after "
+                "removing the reported descendants (capped at count)"
                 + (" (conservative: may exceed the true residual)" if p.mode == "conservative" else "")
             ),
-            "coverage_holds": p.mode == "conservative" and p.tau >= 2 * alpha1,
-            "coverage": _coverage_text(p, alpha1),
-            "privacy": ledger["guarantee"]
+            "coverage_holds": coverage[0] if coverage else p.mode == "conservative" and p.tau >= 2 * alpha1,
+            "coverage": coverage[1] if coverage else _coverage_text(p, alpha1),
+            "verdicts": VERDICT_TEXT,
+            "privacy": statement["guarantee"]
             if secure_randomness
-            else ("none: seeded noise (NOT private); with secure noise: " + ledger["guarantee"]),
+            else ("none: seeded noise (NOT private); with secure noise: " + statement["guarantee"]),
             "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
         },
-        "budget": dict(ledger),
+        "budget": dict(statement),
         "hhh": [item.as_dict() for item in items],
         "diagnostics": notes,
     }
@@ -131,7 +148,7 @@ def build_refused_report(
     hierarchy_spec: str,
     h: int,
     reason: str,
-    ledger: Mapping[str, Any],
+    statement: Mapping[str, Any],
     window: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report of a window whose release the budget guard refused.
@@ -157,7 +174,7 @@ def build_refused_report(
             "calibration": p.calibration,
         },
         "guarantees": {"privacy": "nothing released: " + reason},
-        "budget": dict(ledger),
+        "budget": dict(statement),
         "hhh": [],
         "diagnostics": {},
     }

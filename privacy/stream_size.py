@@ -20,6 +20,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 from .noise import discrete_laplace
 from .params import check_int, check_positive
 from .randomness import RandomSource
@@ -47,5 +49,5 @@ def root_estimate(noisy_sizes_by_level: Iterable[Iterable[int]]) -> int:
     """Root count estimate: mean over levels of the sum of that level's noisy partition sizes."""
     totals = [sum(int(x) for x in level) for level in noisy_sizes_by_level]
     if not totals:
-        raise ValueError("stream_size: no levels given")
+        raise UsageError("stream_size: no levels given")
     return max(0, int(round(float(np.mean(totals)))))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from sketches.errors import UsageError
+
 __all__ = [
     "SAFETY",
     "dlap_tail",
@@ -33,7 +35,7 @@ SAFETY = 1e-9
 
 def _check_scale(name: str, b: float) -> float:
     if not isinstance(b, (int, float)) or isinstance(b, bool) or not math.isfinite(b) or b <= 0:
-        raise ValueError(f"tails: {name} must be a finite number > 0, got {b!r}")
+        raise UsageError(f"tails: {name} must be a finite number > 0, got {b!r}")
     return float(b)
 
 
@@ -80,7 +82,7 @@ def dlap_sum_tail(s: int, b1: float, b2: float) -> float:
     """
     b1, b2 = _check_scale("b1", b1), _check_scale("b2", b2)
     if b1 != b2 and abs(b1 - b2) <= 1e-6 * max(b1, b2):
-        raise ValueError(f"tails: scales {b1!r} and {b2!r} are too close for the closed form; make them equal")
+        raise UsageError(f"tails: scales {b1!r} and {b2!r} are too close for the closed form; make them equal")
     s = int(s)
     if s >= 1:
         p = _sum_tail_positive(s, b1, b2)
@@ -95,12 +97,12 @@ def smallest_threshold(b_gamma: float, b_w: float, limit: float) -> int:
 
     Found by exponential then binary search over the exact, monotone tail."""
     if not (0 < limit < 1):
-        raise ValueError(f"tails: limit must be in (0, 1), got {limit!r}")
+        raise UsageError(f"tails: limit must be in (0, 1), got {limit!r}")
     lo, hi = 0, 1
     while dlap_sum_tail(hi, b_gamma, b_w) > limit:
         lo, hi = hi, hi * 2
         if hi > 1 << 62:
-            raise ValueError("tails: no threshold below 2^62 meets the limit")
+            raise UsageError("tails: no threshold below 2^62 meets the limit")
     while lo < hi:  # invariant: tail(hi) <= limit; every T < lo has tail > limit (or lo = 0)
         mid = (lo + hi) // 2
         if dlap_sum_tail(mid, b_gamma, b_w) <= limit:

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from sketches.errors import UsageError
+
 from .params import PrivacyBudget, check_int
 
 __all__ = ["PrivacyUnit", "UNIT_KINDS"]
@@ -56,19 +58,19 @@ class PrivacyUnit:
     def __post_init__(self) -> None:
         owner = "PrivacyUnit"
         if self.kind not in UNIT_KINDS:
-            raise ValueError(f"{owner}: kind must be one of {', '.join(UNIT_KINDS)}, got {self.kind!r}")
+            raise UsageError(f"{owner}: kind must be one of {', '.join(UNIT_KINDS)}, got {self.kind!r}")
         if not isinstance(self.key, str):
-            raise ValueError(f"{owner}: key must be a string, got {type(self.key).__name__}")
+            raise UsageError(f"{owner}: key must be a string, got {type(self.key).__name__}")
         check_int(owner, "cap", self.cap, 1)
         if self.kind == "event" and self.cap != 1:
-            raise ValueError(f"{owner}: cap must be 1 for the event-level unit, got {self.cap!r}")
+            raise UsageError(f"{owner}: cap must be 1 for the event-level unit, got {self.cap!r}")
         if self.kind == "user" and not self.key.strip():
-            raise ValueError(f"{owner}: key must name what identifies a unit (e.g. 'source address'), got {self.key!r}")
+            raise UsageError(f"{owner}: key must name what identifies a unit (e.g. 'source address'), got {self.key!r}")
         check_int(owner, "weight_cap", self.weight_cap, 1)
         if not isinstance(self.weight, str):
-            raise ValueError(f"{owner}: weight must be a string, got {type(self.weight).__name__}")
+            raise UsageError(f"{owner}: weight must be a string, got {type(self.weight).__name__}")
         if self.weight_cap > 1 and not self.weight.strip():
-            raise ValueError(
+            raise UsageError(
                 f"{owner}: weight must say what a record's weight counts (e.g. 'packets') when "
                 f"weight_cap > 1, got {self.weight!r}"
             )
@@ -105,7 +107,7 @@ class PrivacyUnit:
         # δ·e^{−ε}/m rather than δ/(m·e^ε): no overflow for large ε.
         delta = budget.delta * math.exp(-budget.epsilon) / m
         if budget.delta > 0 and delta == 0.0:
-            raise ValueError(
+            raise UsageError(
                 f"PrivacyUnit: the group-privacy delta/(m*e^epsilon) underflows to 0 at epsilon = "
                 f"{budget.epsilon:g} over m = {m} elements: use a smaller epsilon"
             )
@@ -127,7 +129,7 @@ class PrivacyUnit:
         exponent = (d - 1) * event_budget.epsilon
         log_delta = math.log(d) + exponent + math.log(event_budget.delta)
         if log_delta >= 0.0:
-            raise ValueError(f"PrivacyUnit: no (ε, δ) guarantee at distance {d}: the group-privacy δ reaches 1")
+            raise UsageError(f"PrivacyUnit: no (ε, δ) guarantee at distance {d}: the group-privacy δ reaches 1")
         if exponent > 700.0:  # e^exponent would overflow; log_delta < 0 keeps the result finite
             return PrivacyBudget(eps, math.exp(log_delta))
         return PrivacyBudget(eps, d * math.exp(exponent) * event_budget.delta)
@@ -154,7 +156,7 @@ class PrivacyUnit:
         )
 
     def calibration_text(self) -> str:
-        """How the event-level mechanism is calibrated for this unit (for the ledger)."""
+        """How the event-level mechanism is calibrated for this unit (for the budget statement)."""
         parts = []
         if self.kind == "user":
             parts.append(f"{self.cap} {'records' if self.weight_cap > 1 else 'elements'} per unit")

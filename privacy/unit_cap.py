@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from sketches.errors import InputError, UsageError
 from sketches.framing import CRC, seal, unseal
 
 from .params import check_int
@@ -37,7 +38,7 @@ _HEADER = struct.Struct("<4sHHQQQ")  # magic, version, flags, cap, distinct unit
 _HASH_PERSON = b"dphhh.unit/v1"  # blake2b personalisation: a fixed, public domain separator
 
 
-class UnitCapFormatError(ValueError):
+class UnitCapFormatError(InputError):
     """Raised when serialised :class:`UnitCap` bytes are not a valid state."""
 
 
@@ -159,13 +160,13 @@ def _as_unit_array(units: np.ndarray | Iterable[int]) -> np.ndarray:
     """``units`` as a 1-D ``uint64`` array; integer input only, no negative values."""
     arr = np.asarray(units if isinstance(units, np.ndarray) else list(units))
     if arr.ndim != 1:
-        raise ValueError(f"UnitCap: units must be a 1-D array, got {arr.ndim} dimensions")
+        raise UsageError(f"UnitCap: units must be a 1-D array, got {arr.ndim} dimensions")
     if arr.size == 0:
         return np.zeros(0, dtype=np.uint64)
     if arr.dtype.kind not in "ui":
         raise TypeError(f"UnitCap: units must be integer keys (uint64), got dtype {arr.dtype}")
     if arr.dtype.kind == "i" and (arr < 0).any():
-        raise ValueError("UnitCap: units must be non-negative keys")
+        raise UsageError("UnitCap: units must be non-negative keys")
     return arr.astype(np.uint64, copy=False)
 
 

@@ -14,12 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy
 from sketches.level_sketches import LevelSketches
+from sketches.pairs import PairHierarchy
 
-from .budget import window_ledger
+from .budget import budget_statement
 from .calibration import WindowCalibration
 from .hhh import SketchRelease, extract_hhh
+from .hhh2d import COVERAGE_2D, extract_hhh_2d
 from .params import HHHParams
 from .randomness import RandomSource, as_source
 from .release import release_level
@@ -48,11 +51,11 @@ def release_sketch(
     gives them level 1's. ``labels`` (hashed-key hierarchies) are attached for the released keys only.
     """
     if not (isinstance(h, int) and h >= 1 and isinstance(level, int) and 1 <= level <= h):
-        raise ValueError(
+        raise UsageError(
             f"release_sketch: level must be in 1..h and h >= 1 (the hierarchy's levels), got level={level!r}, h={h!r}"
         )
     if not (isinstance(partition, int) and 0 <= partition < params.partitions):
-        raise ValueError(f"release_sketch: partition must be in 0..{params.partitions - 1}, got {partition!r}")
+        raise UsageError(f"release_sketch: partition must be in 0..{params.partitions - 1}, got {partition!r}")
     source = as_source(rng)
     rel = params.release_budget
     cal = WindowCalibration.of(params, h)
@@ -84,17 +87,20 @@ def assemble_report(
     unit: Any = None,
     budget: Any = None,
     spending: Mapping[str, Any] | None = None,
+    tau_share: float | None = None,
 ) -> dict[str, Any]:
-    """Algorithm 4 over one window's releases and the ``dphhh.report/1`` report.
+    """Algorithm 4 over one window's releases and the ``dphhh.report/2`` report.
 
-    ``unit``/``budget``/``spending``: see :func:`privacy.budget.window_ledger` (user-level privacy
-    and the budget guard's account)."""
+    ``unit``/``budget``/``spending``: see :func:`privacy.budget.budget_statement` (user-level privacy
+    and the budget guard's account). ``tau_share`` (0 < φ < 1): the threshold is φ times the
+    window's *noisy* size ñ (``params.tau`` is then ignored) — post-processing of the released
+    size, so it costs no budget (docs/ALGORITHMS.md §4 "Threshold as a share")."""
     releases = list(releases)
     h = hierarchy.h
     expected = {(level, p) for level in range(1, h + 1) for p in range(params.partitions)}
     got = [(r.level, r.partition) for r in releases]
     if sorted(got) != sorted(expected):
-        raise ValueError(
+        raise UsageError(
             f"assemble_report: expected one release per (level, partition) for h={h}, P={params.partitions}, "
             f"got {len(got)} releases"
         )
@@ -111,9 +117,17 @@ def assemble_report(
         by_level.setdefault(r.level, []).append(int(r.n_noisy))
         n_uppers.append(r.n_upper)
     n_root = root_estimate(by_level[level] for level in sorted(by_level))  # P = 1: level 1's one size
-    items = extract_hhh(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root, mode=params.mode)
+    if tau_share is not None:
+        if not (isinstance(tau_share, (int, float)) and 0 < tau_share < 1):
+            raise UsageError(f"assemble_report: tau_share must be a fraction 0 < tau_share < 1, got {tau_share!r}")
+        params = replace(params, tau=tau_share * max(float(n_root), 1.0))
+    two_d = isinstance(hierarchy, PairHierarchy)
+    if isinstance(hierarchy, PairHierarchy):  # docs/ALGORITHMS.md §11: point mode by inclusion-exclusion
+        items = extract_hhh_2d(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root)
+    else:
+        items = extract_hhh(releases, hierarchy, tau=params.tau, calibration=cal, root_value=n_root, mode=params.mode)
     a1 = max(cal.alpha1(n) for n in n_uppers)
-    return build_report(
+    report = build_report(
         params=params,
         hierarchy_spec=hierarchy.spec(),
         h=h,
@@ -121,11 +135,18 @@ def assemble_report(
         n_noisy=n_root,
         alpha1=a1,
         calibration=cal,
-        ledger=window_ledger(params, h=h, unit=unit, budget=budget, spending=spending),
+        statement=budget_statement(params, h=h, unit=unit, budget=budget, spending=spending),
         window=window,
         diagnostics=diagnostics,
         secure_randomness=secure_randomness,
+        tau_share=tau_share,
+        coverage=(False, COVERAGE_2D) if two_d else None,
     )
+    if two_d:  # each pair's lattice node (ℓ1, ℓ2) beside its level index
+        assert isinstance(hierarchy, PairHierarchy)
+        for item in report["hhh"]:
+            item["node"] = list(hierarchy.node(int(item["level"])))
+    return report
 
 
 def _with_sizes(releases: list[SketchRelease], cal: WindowCalibration) -> list[SketchRelease]:
@@ -133,11 +154,11 @@ def _with_sizes(releases: list[SketchRelease], cal: WindowCalibration) -> list[S
     if cal.size_releases > 1:
         missing = [(r.level, r.partition) for r in releases if r.n_noisy is None or r.n_upper is None]
         if missing:
-            raise ValueError(f"assemble_report: releases without a size for P = {cal.partitions}: {missing[:3]}")
+            raise UsageError(f"assemble_report: releases without a size for P = {cal.partitions}: {missing[:3]}")
         return releases
     sized = [r for r in releases if r.n_noisy is not None]
     if len(sized) != 1 or sized[0].level != 1 or sized[0].n_upper is None:
-        raise ValueError(
+        raise UsageError(
             "assemble_report: with one partition exactly the level-1 release carries the window size, "
             f"got sizes at levels {[r.level for r in sized]}"
         )
@@ -154,13 +175,14 @@ def release_window(
     rng: RandomSource | np.random.Generator | int | None = None,
     unit: Any = None,
     budget: Any = None,
+    tau_share: float | None = None,
 ) -> dict[str, Any]:
     """Release every sketch of ``sketches`` and assemble the window's report.
 
     ``unit``/``budget``: a user-level or weighted :class:`~privacy.unit.PrivacyUnit` and the budget
     its guarantee is stated at (``params`` are then its group-privacy calibration of ``budget``)."""
     if sketches.counters != params.counters or sketches.partitions != params.partitions:
-        raise ValueError(
+        raise UsageError(
             "release_window: sketches were built with counters/partitions "
             f"{sketches.counters}/{sketches.partitions}, params say {params.counters}/{params.partitions}"
         )
@@ -179,4 +201,5 @@ def release_window(
         secure_randomness=source.secure,
         unit=unit,
         budget=budget,
+        tau_share=tau_share,
     )

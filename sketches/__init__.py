@@ -16,25 +16,43 @@ Modules:
 * :mod:`sketches.partition` — the public, data-independent key partitioning per level;
 * :mod:`sketches.exact` — exact counts and the exact HHH reference (tests and evaluation only:
   raw data, never to be published);
+* :mod:`sketches.pairs` — pair hierarchies for two-dimensional HHH (:class:`PairHierarchy`: the
+  lattice of (source prefix, destination prefix) nodes, collision-free IPv4 × IPv4 keys);
+* :mod:`sketches._pair_table` — the compiled key → pair table of a pair node whose keys cannot be
+  decoded (the /32 × /32 node, hashed pairs), refusing collisions (internal);
+* :mod:`sketches.exact2d` — the exact two-dimensional HHH reference over a pair hierarchy, overlap
+  semantics (:func:`exact_hhh_2d`, docs/ALGORITHMS.md §11; tests and evaluation only: raw data);
 * :mod:`sketches.sizing` — memory and serialised size of a sketch from κ alone (``dphhh plan``);
-* :mod:`sketches.framing` — the versioned, checksummed binary frame of all serialised state.
+* :mod:`sketches.framing` — the versioned, checksummed binary frame of all serialised state;
+* :mod:`sketches.errors` — the error types every dphhh package raises for what a user can fix
+  (:class:`DphhhError`, :class:`UsageError`, :class:`InputError`, :class:`OperationalError`).
 """
 
+from .errors import DphhhError, InputError, OperationalError, UsageError
 from .exact import ExactHHH, exact_counts, exact_hhh
+from .exact2d import ExactPairHHH, exact_hhh_2d
 from .framing import seal, unseal
 from .hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy, splitmix64
 from .level_sketches import LevelSketches
 from .misra_gries import MisraGries, SketchFormatError, clip_weights
-from .partition import check_partitions, partition_of
+from .pairs import PairHierarchy, parse_pair_hierarchy
+from .partition import check_partitions, partition_of, route
 from .sizing import sketch_memory_bytes, sketch_state_bytes
 
 __all__ = [
+    # errors
+    "DphhhError",
+    "UsageError",
+    "InputError",
+    "OperationalError",
     # hierarchies
     "Hierarchy",
     "IPv4Hierarchy",
     "IPv6Hierarchy",
     "PathHierarchy",
     "parse_hierarchy",
+    "PairHierarchy",
+    "parse_pair_hierarchy",
     "splitmix64",
     # sketches
     "MisraGries",
@@ -42,11 +60,14 @@ __all__ = [
     "clip_weights",
     "LevelSketches",
     "partition_of",
+    "route",
     "check_partitions",
     # exact reference (raw data)
     "ExactHHH",
     "exact_counts",
     "exact_hhh",
+    "ExactPairHHH",
+    "exact_hhh_2d",
     # sizing and serialisation
     "sketch_memory_bytes",
     "sketch_state_bytes",

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import UsageError
 from .hierarchy import Hierarchy
 
 __all__ = ["ExactHHH", "exact_counts", "exact_hhh"]
@@ -36,7 +37,7 @@ def _weights(hierarchy: Hierarchy, values: Any, weights: Any) -> np.ndarray:
         return np.ones(n, dtype=np.int64)
     w = np.asarray(weights, dtype=np.int64)
     if w.shape != (n,) or (w < 0).any():
-        raise ValueError(f"exact: weights must be {n} integers >= 0 (one per value), got shape {w.shape}")
+        raise UsageError(f"exact: weights must be {n} integers >= 0 (one per value), got shape {w.shape}")
     return w
 
 
@@ -52,7 +53,7 @@ def exact_hhh(hierarchy: Hierarchy, values: Any, tau: float, weights: Any = None
     """The exact HHH set at threshold ``tau`` > 0, bottom-up (level h first), root last; with
     ``weights`` (one integer per value) counts and residuals are sums of weights."""
     if not tau > 0:
-        raise ValueError(f"exact_hhh: tau must be > 0, got {tau!r}")
+        raise UsageError(f"exact_hhh: tau must be > 0, got {tau!r}")
     w = _weights(hierarchy, values, weights)
     n = int(w.sum())
     covered = np.zeros(w.size, dtype=bool)

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import UsageError
+
 __all__ = [
     "Hierarchy",
     "IPv4Hierarchy",
@@ -89,7 +91,7 @@ class Hierarchy(ABC):
     def _check_level(self, level: int, *, allow_root: bool = False) -> None:
         low = 0 if allow_root else 1
         if not (low <= level <= self.h):
-            raise ValueError(f"{type(self).__name__}: level must be in {low}..{self.h}, got {level!r}")
+            raise UsageError(f"{type(self).__name__}: level must be in {low}..{self.h}, got {level!r}")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Hierarchy) and other.spec() == self.spec()
@@ -104,12 +106,12 @@ class Hierarchy(ABC):
 def _check_prefix_lengths(owner: str, lengths: Sequence[int], width: int) -> tuple[int, ...]:
     out = tuple(int(x) for x in lengths)
     if not out:
-        raise ValueError(f"{owner}: prefix lengths must not be empty")
+        raise UsageError(f"{owner}: prefix lengths must not be empty")
     for x in out:
         if not (1 <= x <= width):
-            raise ValueError(f"{owner}: prefix length must be in 1..{width}, got {x}")
+            raise UsageError(f"{owner}: prefix length must be in 1..{width}, got {x}")
     if any(b <= a for a, b in zip(out, out[1:])):
-        raise ValueError(f"{owner}: prefix lengths must be strictly increasing, got {list(out)}")
+        raise UsageError(f"{owner}: prefix lengths must be strictly increasing, got {list(out)}")
     return out
 
 
@@ -147,7 +149,7 @@ class IPv4Hierarchy(Hierarchy):
     def ancestor(self, key: int, level: int, to_level: int) -> int:
         self._check_level(level)
         if not (1 <= to_level <= level):
-            raise ValueError(f"IPv4Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
+            raise UsageError(f"IPv4Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
         return int(key) & self.mask(to_level)
 
     def key_hash(self, keys: np.ndarray, level: int) -> np.ndarray:
@@ -175,7 +177,7 @@ class _PrefixKeys:
         key = int.from_bytes(digest, "little") & _KEY_MASK
         seen = self.items.setdefault(key, item)
         if seen != item:
-            raise ValueError(f"{self.owner}: 63-bit key collision between two distinct prefixes; cannot continue")
+            raise UsageError(f"{self.owner}: 63-bit key collision between two distinct prefixes; cannot continue")
         return key
 
     def keys_of(self, uniques: Sequence[Any], encode) -> np.ndarray:
@@ -229,7 +231,7 @@ class IPv6Hierarchy(Hierarchy):
 
     def ancestor(self, key: int, level: int, to_level: int) -> int:
         if not (1 <= to_level <= level):
-            raise ValueError(f"IPv6Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
+            raise UsageError(f"IPv6Hierarchy: to_level must be in 1..{level}, got {to_level!r}")
         mhi, mlo = self._masks(to_level)
         value = self.value_of(key, level) & ((int(mhi) << 64) | int(mlo))
         return self._keys[to_level].key_of(value, value.to_bytes(16, "big"))
@@ -249,7 +251,7 @@ class PathHierarchy(Hierarchy):
 
     def __init__(self, depth: int = 4) -> None:
         if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
-            raise ValueError(f"PathHierarchy: depth must be an integer >= 1, got {depth!r}")
+            raise UsageError(f"PathHierarchy: depth must be an integer >= 1, got {depth!r}")
         self.depth = int(depth)
         self._keys = [_PrefixKeys("PathHierarchy", level) for level in range(self.depth + 1)]
 
@@ -268,7 +270,7 @@ class PathHierarchy(Hierarchy):
         for path in uniq:
             parts = path.split("/")
             if len(parts) != self.depth:
-                raise ValueError(
+                raise UsageError(
                     f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
                 )
             prefixes.append("/".join(parts[:level]))
@@ -283,7 +285,7 @@ class PathHierarchy(Hierarchy):
 
     def ancestor(self, key: int, level: int, to_level: int) -> int:
         if not (1 <= to_level <= level):
-            raise ValueError(f"PathHierarchy: to_level must be in 1..{level}, got {to_level!r}")
+            raise UsageError(f"PathHierarchy: to_level must be in 1..{level}, got {to_level!r}")
         prefix = "/".join(self.label(key, level).split("/")[:to_level])
         return self._keys[to_level].key_of(prefix, prefix.encode("utf-8"))
 
@@ -302,33 +304,38 @@ class PathHierarchy(Hierarchy):
         self._check_level(level)
         for key, prefix in labels.items():
             if not isinstance(prefix, str) or prefix.count("/") + 1 != level:
-                raise ValueError(f"PathHierarchy: a label for level {level} must have {level} components")
+                raise UsageError(f"PathHierarchy: a label for level {level} must have {level} components")
             if self._keys[level].key_of(prefix, prefix.encode("utf-8")) != int(key):
-                raise ValueError("PathHierarchy: a label does not match its key")
+                raise UsageError("PathHierarchy: a label does not match its key")
 
     def count(self, values: Sequence[str]) -> int:
         return len(values)
 
 
 def parse_hierarchy(text: str) -> Hierarchy:
-    """Parse ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]`` or ``path[:4]`` into a hierarchy.
+    """Parse ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]``, ``path[:4]`` or a pair ``A x B`` of
+    two of them (:class:`~sketches.pairs.PairHierarchy`) into a hierarchy.
 
     Raises ``ValueError`` naming the bad part.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"hierarchy: expected e.g. 'ipv4:8,16,24,32', got {text!r}")
+        raise UsageError(f"hierarchy: expected e.g. 'ipv4:8,16,24,32', got {text!r}")
+    if " x " in text or "×" in text:  # a pair hierarchy, "ipv4:8,16 x ipv4:8,16" (docs/ALGORITHMS.md §11)
+        from .pairs import parse_pair_hierarchy
+
+        return parse_pair_hierarchy(text.replace("×", " x "))
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
     try:
         numbers = [int(x) for x in rest.split(",")] if rest.strip() else None
     except ValueError:
-        raise ValueError(f"hierarchy: levels must be comma-separated integers, got {rest!r}") from None
+        raise UsageError(f"hierarchy: levels must be comma-separated integers, got {rest!r}") from None
     if kind == "ipv4":
         return IPv4Hierarchy(numbers or (8, 16, 24, 32))
     if kind == "ipv6":
         return IPv6Hierarchy(numbers or (16, 32, 48, 64, 128))
     if kind == "path":
         if numbers is not None and len(numbers) != 1:
-            raise ValueError(f"hierarchy: path takes one depth, e.g. 'path:4', got {text!r}")
+            raise UsageError(f"hierarchy: path takes one depth, e.g. 'path:4', got {text!r}")
         return PathHierarchy(numbers[0] if numbers else 4)
-    raise ValueError(f"hierarchy: kind must be ipv4, ipv6 or path, got {kind!r}")
+    raise UsageError(f"hierarchy: kind must be ipv4, ipv6 or path, got {kind!r}")

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from .errors import UsageError
 from .hierarchy import Hierarchy
 from .misra_gries import MisraGries, _int64_weights
-from .partition import check_partitions, partition_of
+from .partition import check_partitions, route
 
 __all__ = ["LevelSketches"]
 
@@ -45,22 +46,13 @@ class LevelSketches:
         if weights is not None:
             weights = _int64_weights(weights, "LevelSketches.update")
             if weights.shape[0] != count:
-                raise ValueError(
+                raise UsageError(
                     f"LevelSketches.update: {weights.shape[0]} weights for {count} values (one weight per value)"
                 )
         if count == 0:
             return
-        for level in range(1, self.hierarchy.h + 1):
-            keys = self.hierarchy.keys(values, level)
-            if self.partitions == 1:
-                self._sketches[(level, 0)].update(keys, weights)
-                continue
-            parts = partition_of(self.hierarchy, keys, level, self.partitions)
-            for p in range(self.partitions):
-                mine = parts == p
-                chosen = keys[mine]
-                if chosen.size:
-                    self._sketches[(level, p)].update(chosen, None if weights is None else weights[mine])
+        for level, p, keys, part_weights in route(self.hierarchy, values, self.partitions, weights):
+            self._sketches[(level, p)].update(keys, part_weights)
 
     def sketch(self, level: int, partition: int = 0) -> MisraGries:
         """The sketch of one (level, partition)."""

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from . import _mg_kernel as K
+from .errors import InputError, UsageError
 from .framing import CRC, seal, unseal
 
 __all__ = ["MisraGries", "SketchFormatError", "clip_weights"]
@@ -48,7 +49,7 @@ _INT64_MAX = (1 << 63) - 1
 SCAN_RATE = 64
 
 
-class SketchFormatError(ValueError):
+class SketchFormatError(InputError):
     """Raised when serialised sketch bytes are not a valid sketch."""
 
 
@@ -58,11 +59,11 @@ def _weight_array(weights: np.ndarray | Iterable[int], owner: str) -> np.ndarray
         weights = list(weights)
         weights = np.asarray(weights) if weights else np.zeros(0, dtype=np.int64)
     if weights.dtype.kind not in "iu":
-        raise ValueError(f"{owner}: weights must be integers, got dtype {weights.dtype}")
+        raise UsageError(f"{owner}: weights must be integers, got dtype {weights.dtype}")
     if weights.ndim != 1:
-        raise ValueError(f"{owner}: weights must be one-dimensional, got shape {weights.shape}")
+        raise UsageError(f"{owner}: weights must be one-dimensional, got shape {weights.shape}")
     if weights.size and weights.min() < 1:
-        raise ValueError(f"{owner}: every weight must be >= 1, got {int(weights.min())}")
+        raise UsageError(f"{owner}: every weight must be >= 1, got {int(weights.min())}")
     return weights
 
 
@@ -70,7 +71,7 @@ def _int64_weights(weights: np.ndarray | Iterable[int], owner: str) -> np.ndarra
     """:func:`_weight_array` as contiguous int64 (unsigned weights of 2**63 or more are refused)."""
     arr = _weight_array(weights, owner)
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
-        raise ValueError(f"{owner}: weights must be below 2**63, got {int(arr.max())}")
+        raise UsageError(f"{owner}: weights must be below 2**63, got {int(arr.max())}")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -83,7 +84,7 @@ def clip_weights(weights: np.ndarray | Iterable[int], cap: int, owner: str = "cl
     bound the group-privacy calibration of docs/ALGORITHMS.md §2 "Weighted elements" relies on.
     """
     if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or not (1 <= cap <= _INT64_MAX):
-        raise ValueError(f"{owner}: the weight cap must be an integer in 1..2**63-1, got {cap!r}")
+        raise UsageError(f"{owner}: the weight cap must be an integer in 1..2**63-1, got {cap!r}")
     arr = _weight_array(weights, owner)
     if arr.dtype == np.uint64:  # clip before converting, so that weights >= 2**63 clip too
         return np.minimum(arr, np.uint64(cap)).astype(np.int64)
@@ -107,7 +108,7 @@ class MisraGries:
 
     def __init__(self, k: int) -> None:
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not (1 <= k <= MAX_KAPPA):
-            raise ValueError(f"MisraGries: k (counters) must be an integer in 1..{MAX_KAPPA}, got {k!r}")
+            raise UsageError(f"MisraGries: k (counters) must be an integer in 1..{MAX_KAPPA}, got {k!r}")
         self.k = int(k)
         self._slot_keys = -1 - np.arange(self.k, dtype=np.int64)  # distinct dummies
         self._counts = np.zeros(self.k, dtype=np.int64)
@@ -134,15 +135,15 @@ class MisraGries:
         if not isinstance(keys, np.ndarray):
             keys = np.fromiter(keys, dtype=np.int64) if not isinstance(keys, (list, tuple)) else np.asarray(keys)
         if keys.size and keys.dtype.kind not in "iub":
-            raise ValueError(f"MisraGries.update: keys must be integers, got dtype {keys.dtype}")
+            raise UsageError(f"MisraGries.update: keys must be integers, got dtype {keys.dtype}")
         arr = np.ascontiguousarray(keys, dtype=np.int64)
         if arr.ndim != 1:
-            raise ValueError(f"MisraGries.update: keys must be one-dimensional, got shape {arr.shape}")
+            raise UsageError(f"MisraGries.update: keys must be one-dimensional, got shape {arr.shape}")
         w = None if weights is None else self._checked_weights(weights, arr.shape[0])
         if arr.size == 0:
             return
         if int(arr.min()) < 0:
-            raise ValueError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
+            raise UsageError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
         if w is None:
             K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta)
         else:
@@ -154,10 +155,10 @@ class MisraGries:
         """``weights`` as int64 after the checks of :meth:`update` (ValueError "MisraGries.update: …")."""
         w = _int64_weights(weights, "MisraGries.update")
         if w.shape[0] != length:
-            raise ValueError(f"MisraGries.update: {w.shape[0]} weights for {length} keys (one weight per key)")
+            raise UsageError(f"MisraGries.update: {w.shape[0]} weights for {length} keys (one weight per key)")
         room = MAX_WEIGHTED_TOTAL - 1 - self.total
         if length and (int(w.max()) > room // length and sum(w.tolist()) > room):
-            raise ValueError("MisraGries.update: the weights would bring the total to 2**62 or more")
+            raise UsageError("MisraGries.update: the weights would bring the total to 2**62 or more")
         return w
 
     def insert(self, key: int, weight: int | None = None) -> None:

@@ -6,8 +6,9 @@ first use (PEP 562), and none of them pulls in PyFlink or the Kafka client. The 
 
 Modules:
 
-* :mod:`stream.cli` — the ``dphhh`` command line (``run``, ``demo``, ``hhh``, ``exact``, ``plan``,
-  ``snapshot``, ``dashboard`` …);
+* :mod:`stream.cli` — the ``dphhh`` command line, one module per command (``stream.cli.hhh``,
+  ``stream.cli.exact``, ``stream.cli.snapshot``, ``stream.cli.plan``, ``stream.cli.run`` …) and
+  the one formatter of results (``stream.cli.output``);
 * :mod:`stream.batch` — the batch job: one window = the whole input file (``dphhh hhh`` and
   ``dphhh exact``; :func:`batch_report`, :func:`exact_report`);
 * :mod:`stream.config` — the job's configuration: one TOML file, environment and flag overrides
@@ -38,8 +39,6 @@ Modules:
 * :mod:`stream.report_metrics` — Prometheus metrics of the published reports;
 * :mod:`stream.metrics_catalog` — the catalogue of exported metrics (dashboards and their tests);
 * :mod:`stream.dashboard` — ``dphhh dashboard``, a small live web page of the latest reports;
-* :mod:`stream.plan_cli` — ``dphhh plan``: what a setting can detect, before deploying;
-* :mod:`stream.snapshot_cli` — ``dphhh snapshot hhh|inftda|ahead|lue`` over one snapshot file;
 * :mod:`stream.errors` — errors the stream commands report to the user (:class:`JobFailed`).
 * :mod:`stream.paths` — where the project's files are: the checkout, the bundled captures
   (``$DPHHH_DATA`` overrides), a capture by name.

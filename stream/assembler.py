@@ -123,7 +123,7 @@ class WindowAssembler:
         return self.ledger.put(window_start, encode_report(report)), False
 
     def _refused(self, window_start: int, decision, spending: dict[str, Any]) -> dict[str, Any]:
-        ledger = {
+        statement = {
             "unit": self.unit.kind,
             "epsilon": 0.0,
             "delta": 0.0,
@@ -135,7 +135,7 @@ class WindowAssembler:
             hierarchy_spec=self.hierarchy.spec(),
             h=self.hierarchy.h,
             reason=decision.reason,
-            ledger=ledger,
+            statement=statement,
             window=self.schedule.describe(window_start),
         )
 

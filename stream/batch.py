@@ -36,16 +36,18 @@ from connectors import pcap
 from connectors.files import open_input
 from connectors.flow_json import FlowJsonDecoder, iter_flow_file
 from connectors.skips import NoReadableInput, SkipCounter, no_readable_message
-from connectors.snapshot import parse_ipv4_records, parse_ipv6_records
+from connectors.snapshot import parse_ipv4_pair_records, parse_ipv4_records, parse_ipv6_records
 from connectors.text import parse_paths
 from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import as_source
 from privacy.unit import PrivacyUnit
 from privacy.window import release_window
+from sketches.errors import UsageError
 from sketches.exact import exact_hhh
 from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import clip_weights
+from sketches.pairs import PairHierarchy
 
 __all__ = [
     "NoReadableInput",
@@ -85,16 +87,16 @@ class Weighting:
     def check(self, input_format: str, is_capture: bool) -> None:
         """Refuse combinations that cannot be read, naming the options."""
         if self.weight not in WEIGHTS:
-            raise ValueError(f"--weight must be one of {', '.join(WEIGHTS)}, got {self.weight!r}")
+            raise UsageError(f"--weight must be one of {', '.join(WEIGHTS)}, got {self.weight!r}")
         if input_format != "flow-json" and not is_capture and self.weight != "records":
-            raise ValueError(
+            raise UsageError(
                 f"--weight {self.weight} needs flow records (--input-format flow-json) or a capture; "
                 "a text file has one element per line (--weight records)"
             )
         if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
-            raise ValueError(f"--weight-cap must be an integer >= 1, got {self.cap!r}")
+            raise UsageError(f"--weight-cap must be an integer >= 1, got {self.cap!r}")
         if self.weighted(input_format) and self.cap is None:
-            raise ValueError(
+            raise UsageError(
                 f"--weight {self.weight} needs --weight-cap W: each record's weight is clipped to W, "
                 "and the guarantee covers one record by group privacy over W unit elements "
                 "(epsilon is divided by W; see dphhh plan --weight-cap)"
@@ -109,6 +111,11 @@ class Weighting:
 
 def no_readable_hint(hierarchy: Hierarchy) -> str:
     """A static (data-independent) hint for an input without a readable record of ``hierarchy``."""
+    if hierarchy.kind == "pair":
+        return (
+            f"--hierarchy {hierarchy.spec()} reads IPv4 (source, destination) pairs: the packets of a capture, "
+            "lines 'A B' (or A,B / A -> B) of two dotted quads, or flow records (--input-format flow-json)"
+        )
     if hierarchy.kind == "ipv4":
         return (
             "--hierarchy ipv4 reads dotted quads and IPv4 packets: for IPv6 addresses use "
@@ -146,19 +153,63 @@ def iter_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips
                 yield good
 
 
+def iter_pairs(
+    path: str | Path, input_format: str, hierarchy: PairHierarchy, skips: SkipCounter, weighting: Weighting
+) -> Iterator[tuple[Any, np.ndarray | None]]:
+    """Batches ``((first, second), weights)`` of (source, destination) pairs for a pair hierarchy
+    (docs/ALGORITHMS.md §11): a capture's packets (source and destination), text lines ``A B``, or
+    flow records (``src`` and ``dst``, weighted as :class:`Weighting` says). IPv4 × IPv4 only."""
+    if not (hierarchy.first.kind == hierarchy.second.kind == "ipv4"):
+        raise UsageError(
+            f"--hierarchy {hierarchy.spec()}: files are read as IPv4 (source, destination) pairs; "
+            "use ipv4:LENGTHS x ipv4:LENGTHS"
+        )
+    source = open_input(path, input_format)
+    weighting.check(source.format, source.is_capture)
+    weighted = weighting.weighted(source.format)
+    cap = int(weighting.cap) if weighting.cap is not None else 1
+    if source.is_capture:
+        if weighted:
+            raise UsageError("--weight bytes on a capture reads one address per packet: pair hierarchies count packets")
+        for src, dst in pcap.iter_capture_pairs(source.path, skips):
+            yield (src, dst), None
+        return
+    if source.format == "flow-json":
+        both = {}
+        for key in ("src", "dst"):
+            both[key] = FlowJsonDecoder(
+                weighting.flow_schema, key=key, weight=weighting.weight if weighted else "records", family="ipv4"
+            )
+        second_pass = iter_flow_file(source.path, both["dst"], SkipCounter())  # skips are counted once
+        for first, second in zip(iter_flow_file(source.path, both["src"], skips), second_pass):
+            a, b = first.ipv4, second.ipv4
+            common, ia, ib = np.intersect1d(a.index, b.index, assume_unique=True, return_indices=True)
+            skips.add("wrong_family", len(a) - common.size)  # a destination of another family
+            if common.size:
+                yield (a.keys[ia], b.keys[ib]), (clip_weights(a.weights[ia], cap) if weighted else None)
+        return
+    for lines in source.iter_lines(skips):
+        firsts, seconds = parse_ipv4_pair_records(lines, skips)
+        if firsts.size:
+            yield (firsts, seconds), None
+
+
 def iter_records(
     path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter, weighting: Weighting | None = None
 ) -> Iterator[tuple[Any, np.ndarray | None]]:
     """Batches ``(values, weights)`` of ``path``: ``weights`` (int64, clipped to the cap) for
     weighted records, else ``None``. Skipped records are counted into ``skips``."""
     weighting = weighting or Weighting()
+    if isinstance(hierarchy, PairHierarchy):
+        yield from iter_pairs(path, input_format, hierarchy, skips, weighting)
+        return
     source = open_input(path, input_format)
     weighting.check(source.format, source.is_capture)
     weighted = weighting.weighted(source.format)
     cap = int(weighting.cap) if weighting.cap is not None else 1  # W; check() refused weighted records without one
     if source.format == "flow-json":
         if hierarchy.kind not in ("ipv4", "ipv6"):
-            raise ValueError(f"--input-format flow-json needs an ipv4 or ipv6 hierarchy, got {hierarchy.spec()}")
+            raise UsageError(f"--input-format flow-json needs an ipv4 or ipv6 hierarchy, got {hierarchy.spec()}")
         decoder = FlowJsonDecoder(
             weighting.flow_schema,
             key=weighting.flow_key,
@@ -172,7 +223,7 @@ def iter_records(
         return
     if weighted:  # a capture weighted by each packet's IPv4 length
         if hierarchy.kind != "ipv4":
-            raise ValueError("--weight bytes on a capture needs an ipv4 hierarchy (packets give IPv4 sources)")
+            raise UsageError("--weight bytes on a capture needs an ipv4 hierarchy (packets give IPv4 sources)")
         for src, lengths in pcap.iter_capture_sources_with_lengths(source.path, skips):
             yield src, clip_weights(np.maximum(lengths, 1), cap)
         return
@@ -181,6 +232,10 @@ def iter_records(
 
 
 def _concat(hierarchy: Hierarchy, batches: list[Any]) -> Any:
+    if hierarchy.kind == "pair":
+        if not batches:
+            return np.empty(0, np.uint32), np.empty(0, np.uint32)
+        return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
     if hierarchy.kind == "ipv4":
         return np.concatenate(batches) if batches else np.empty(0, dtype=np.uint32)
     if hierarchy.kind == "ipv6":
@@ -216,14 +271,19 @@ def batch_report(
     skips: SkipCounter | None = None,
     weighting: Weighting | None = None,
     budget: PrivacyBudget | None = None,
+    tau_share: float | None = None,
+    display_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Sketch the whole file and release one private report (``dphhh.report/1``).
+    """Sketch the whole file and release one private report (``dphhh.report/2``).
 
     Skipped records are counted into ``skips`` when given (so that the caller can print the
     operational line of unparsable records); the report itself holds no count of records.
     Raises :class:`NoReadableInput` when the file holds no element of ``hierarchy``. With a
     weighted ``weighting``, ``params`` must be the group-privacy calibration of ``budget`` over
-    the weight cap (:meth:`Weighting.unit`), which the report's ledger checks.
+    the weight cap (:meth:`Weighting.unit`), which the report's budget statement checks. ``tau_share``: τ
+    is that share of the noisy window size (:func:`privacy.window.assemble_report`).
+    ``display_path``: the name errors give the input (``-`` or the ``.gz`` file a spooled copy
+    was made of).
     """
     skips = SkipCounter() if skips is None else skips
     sketches = LevelSketches(hierarchy, params.counters, params.partitions)
@@ -232,7 +292,7 @@ def batch_report(
         readable = True
         sketches.update(values, weights)
     if not readable:
-        raise NoReadableInput(no_readable_message(path, skips, no_readable_hint(hierarchy)))
+        raise NoReadableInput(no_readable_message(display_path or path, skips, no_readable_hint(hierarchy)))
     unit = (weighting or Weighting()).unit(open_input(path, input_format).format)
     return release_window(
         sketches,
@@ -241,7 +301,14 @@ def batch_report(
         rng=as_source(seed),
         unit=unit if unit.group_size > 1 else None,
         budget=budget if unit.group_size > 1 else None,
+        tau_share=tau_share,
     )
+
+
+def _exact_2d(hierarchy: PairHierarchy, values: Any, tau: float, weights: np.ndarray | None) -> Any:
+    from sketches.exact2d import exact_hhh_2d
+
+    return exact_hhh_2d(hierarchy, values, tau, weights)
 
 
 def exact_report(
@@ -252,24 +319,30 @@ def exact_report(
     tau: float,
     skips: SkipCounter | None = None,
     weighting: Weighting | None = None,
+    tau_share: float | None = None,
+    display_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """The exact, NON-PRIVATE hierarchical heavy hitters of the file (for evaluation).
 
     This output is exact by design (``n`` and every count are the input's own); it is labelled
     NON-PRIVATE and carries every skip count, excluded reasons included, under
     ``diagnostics.skipped``. Raises :class:`NoReadableInput` when the file holds no element.
+    ``tau_share``: τ is that share of the exact n.
     """
     skips = SkipCounter() if skips is None else skips
     values, weights = read_all_records(path, input_format, hierarchy, skips, weighting)
     n = hierarchy.count(values) if weights is None else int(weights.sum())
     if hierarchy.count(values) == 0:
-        raise NoReadableInput(no_readable_message(path, skips, no_readable_hint(hierarchy)))
+        raise NoReadableInput(no_readable_message(display_path or path, skips, no_readable_hint(hierarchy)))
+    if tau_share is not None:
+        tau = tau_share * n
     return {
         "schema": "dphhh.exact/1",
         "private": False,
         "warning": "NON-PRIVATE: exact counts of the input, for evaluation on your own data only; do not publish",
         "params": {
             "tau": tau,
+            **({} if tau_share is None else {"tau_share": tau_share}),
             "hierarchy": hierarchy.spec(),
             "h": hierarchy.h,
             **(
@@ -280,8 +353,18 @@ def exact_report(
         },
         "n": n,
         "hhh": [
-            {"prefix": x.prefix, "level": x.level, "residual": x.residual, "count": x.count}
-            for x in exact_hhh(hierarchy, values, tau, weights)
+            {
+                "prefix": x.prefix,
+                "level": x.level,
+                "residual": x.residual,
+                "count": x.count,
+                **({"node": list(x.node)} if hasattr(x, "node") else {}),
+            }
+            for x in (
+                _exact_2d(hierarchy, values, tau, weights)
+                if isinstance(hierarchy, PairHierarchy)
+                else exact_hhh(hierarchy, values, tau, weights)
+            )
         ],
         "diagnostics": {"skipped": skips.as_dict()},
     }

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sketches.errors import UsageError
+
 from .paths import deploy_dir, script_env, state_dir
 
 __all__ = ["LocalBroker", "reachable"]
@@ -45,7 +47,7 @@ class LocalBroker:
         security: str = "plaintext",
     ) -> None:
         if security not in self.SECURITY:
-            raise ValueError(f"LocalBroker: security must be one of {', '.join(self.SECURITY)}, got {security!r}")
+            raise UsageError(f"LocalBroker: security must be one of {', '.join(self.SECURITY)}, got {security!r}")
         self.port = port
         self.controller_port = controller_port or port + 1
         self.var_dir = Path(var_dir).resolve() if var_dir is not None else None

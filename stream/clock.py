@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sketches.errors import UsageError
+
 __all__ = ["TICK", "is_tick", "ClockTicker", "shared_ticker", "stop_shared_ticker"]
 
 #: The value of a clock record (also in deploy/java/io/dphhh/flink/ClockWatermarks.java).
@@ -54,7 +56,7 @@ class ClockTicker(threading.Thread):
         """``on_fatal(message)`` is called (once) when the broker refuses the job's clock records for
         good (not authorised to write to ``topic``): without them no window would ever be released."""
         if not isinstance(interval_ms, int) or interval_ms < 1:
-            raise ValueError(f"ClockTicker: interval_ms must be an integer >= 1, got {interval_ms!r}")
+            raise UsageError(f"ClockTicker: interval_ms must be an integer >= 1, got {interval_ms!r}")
         super().__init__(name=f"dphhh-clock-{topic}", daemon=True)
         self.options = dict(options)
         self.topic = topic

@@ -24,6 +24,7 @@ from privacy.budget_guard import BudgetGuard
 from privacy.checks import guarantee_warnings
 from privacy.params import HHHParams, PrivacyBudget
 from privacy.unit import PrivacyUnit
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy, parse_hierarchy
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULTS", "REPLACED", "JobConfig", "ConfigError", "load_config", "parse_time_ms"]
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """An invalid configuration value; the message names the key."""
 
 
@@ -162,7 +163,7 @@ def _coerce(section: str, key: str, text: str, like: Any) -> Any:
                 return True
             if text.lower() in ("0", "false", "no", "off"):
                 return False
-            raise ValueError(text)
+            raise UsageError(text)
         if isinstance(like, int):
             return int(text)
         if isinstance(like, float):
@@ -290,7 +291,7 @@ class JobConfig:
         w = self.values["window"]
         origin = self.origin_ms if self.origin_ms is not None else origin_ms
         if origin is None:
-            raise ValueError("JobConfig: the schedule's origin is not known yet (see stream.ledger.resolve_origin)")
+            raise UsageError("JobConfig: the schedule's origin is not known yet (see stream.ledger.resolve_origin)")
         return ReleaseSchedule(
             size_ms=w["size_ms"],
             origin_ms=origin,
@@ -400,10 +401,12 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         hierarchy = parse_hierarchy(values["hierarchy"]["spec"])
     except ValueError as exc:
         raise ConfigError(f"config: hierarchy.spec: {exc}") from None
-    if hierarchy.kind != "ipv4" and i["format"] != "path":
+    if hierarchy.kind == "pair":
+        _check_pair_input(hierarchy, i, values["privacy"])
+    elif hierarchy.kind != "ipv4" and i["format"] != "path":
         raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'path' or an ipv4 hierarchy")
-    if i["format"] in ("packed-ipv4-pairs",) and hierarchy.kind != "ipv4":
-        raise ConfigError(f"config: input.format {i['format']!r} needs an ipv4 hierarchy")
+    if i["format"] in ("packed-ipv4-pairs",) and hierarchy.kind not in ("ipv4", "pair"):
+        raise ConfigError(f"config: input.format {i['format']!r} needs an ipv4 or a pair hierarchy")
     if i["format"] == "path" and hierarchy.kind != "path":
         raise ConfigError("config: input.format 'path' needs a path hierarchy (hierarchy.spec = 'path:DEPTH')")
     weight_cap = _check_flow_input(i)
@@ -414,7 +417,7 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     try:
         budget = PrivacyBudget(p["epsilon"], p["delta"])
         if not 0 < p["delta"] < 1:
-            raise ValueError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
+            raise UsageError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
         event = unit.event_budget(budget)
         params = HHHParams(
             epsilon=event.epsilon,
@@ -469,12 +472,35 @@ def _check_window(w: Mapping[str, Any]) -> None:
             )
 
 
+def _check_pair_input(hierarchy: Any, i: dict[str, Any], p: Mapping[str, Any]) -> None:
+    """A pair hierarchy (docs/ALGORITHMS.md §11) reads (source, destination) pairs: input.format
+    ``packed-ipv4-pairs`` (8 bytes per element) or ``flow-json`` (``input.flow_key`` is then
+    ``pair``: both addresses of each record); IPv4 × IPv4, event level, unweighted for now."""
+    if not (hierarchy.first.kind == hierarchy.second.kind == "ipv4"):
+        raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r}: the stream job reads IPv4 x IPv4 pairs")
+    if i["format"] == "flow-json":
+        if i["flow_key"] not in ("src", "pair"):
+            raise ConfigError("config: input.flow_key: a pair hierarchy reads both addresses (flow_key = 'pair')")
+        i["flow_key"] = "pair"
+        if i["flow_weight"] != "records":
+            raise ConfigError(
+                "config: input.flow_weight: weighted flow records with a pair hierarchy are not supported yet"
+            )
+    elif i["format"] != "packed-ipv4-pairs":
+        raise ConfigError(
+            f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'packed-ipv4-pairs' (source, "
+            f"destination; 8 bytes each) or 'flow-json', got {i['format']!r}"
+        )
+    if p["unit_key"].strip():
+        raise ConfigError("config: privacy.unit_key: user-level privacy with a pair hierarchy is not supported yet")
+
+
 def _check_flow_input(i: Mapping[str, Any]) -> int:
     """The flow-json keys (``input.flow_*``, ``input.weight_cap``); returns the weight cap W (1 when
     records are unweighted)."""
     from connectors.flow_json import KEYS, SCHEMAS, WEIGHTS
 
-    for key, allowed in (("flow_schema", SCHEMAS), ("flow_key", KEYS), ("flow_weight", WEIGHTS)):
+    for key, allowed in (("flow_schema", SCHEMAS), ("flow_key", (*KEYS, "pair")), ("flow_weight", WEIGHTS)):
         if i[key] not in allowed:
             raise ConfigError(f"config: input.{key} must be one of {', '.join(allowed)}, got {i[key]!r}")
     cap = i["weight_cap"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from sketches.errors import OperationalError
+
 __all__ = ["JobFailed"]
 
 
-class JobFailed(RuntimeError):
+class JobFailed(OperationalError, RuntimeError):
     """The job ended with a failure (after its restarts), or was stopped because of one; the message
     is one line (its root cause), never data."""

@@ -13,12 +13,14 @@ import os
 import re
 from pathlib import Path
 
+from sketches.errors import OperationalError
+
 __all__ = ["ReleaseLedger", "LedgerError", "resolve_origin", "job_schedule"]
 
 _NAME = re.compile(r"^window-(-?\d+)\.json$")
 
 
-class LedgerError(OSError):
+class LedgerError(OperationalError, OSError):
     """The ledger could not be read or written."""
 
 

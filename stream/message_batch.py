@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sketches.errors import InputError, UsageError
+
 __all__ = ["MAGIC", "NO_TIMESTAMP", "BatchFormatError", "pack_batch", "unpack_batch"]
 
 MAGIC = b"DPB1"
@@ -23,14 +25,14 @@ NO_TIMESTAMP = -(2**63)
 _HEADER = 8
 
 
-class BatchFormatError(ValueError):
+class BatchFormatError(InputError):
     """A batch record that does not follow the layout (a version mismatch between jar and worker)."""
 
 
 def pack_batch(timestamps: Sequence[int | None], values: Sequence[bytes | None]) -> bytes:
     """One batch record of ``values`` with their record ``timestamps`` (``None``: no timestamp)."""
     if len(timestamps) != len(values):
-        raise ValueError("pack_batch: timestamps and values differ in length")
+        raise UsageError("pack_batch: timestamps and values differ in length")
     ts = np.array([NO_TIMESTAMP if t is None else t for t in timestamps], dtype="<i8")
     lengths = np.array([-1 if v is None else len(v) for v in values], dtype="<i4")
     body = b"".join(v for v in values if v)

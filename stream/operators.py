@@ -30,6 +30,8 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from connectors.decode import REASONS, MessageDecoder
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from connectors.skips import is_unparsable
@@ -157,6 +159,7 @@ class DecodeOperator(ProcessFunction):
         self.tag = dead_letter_tag()
         self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
+        self.pairs = self.cfg.hierarchy.kind == "pair"  # docs/ALGORITHMS.md §11
         self.shards = self.cfg.values["flink"]["parallelism"]
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
@@ -190,6 +193,9 @@ class DecodeOperator(ProcessFunction):
             own = timestamp if timestamp is not None and timestamp >= 0 else None
             yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
         for start, values, units, weights in outcome.windows:
+            if self.pairs:  # (first, second): the decoder's first addresses travel as its "units"
+                assert units is not None
+                values, units = (units.astype(np.uint32), values), None
             if self.user_level:
                 assert units is not None  # user level: the decoder reads every record's unit key
                 for shard, payload in unit_payloads(values, units, self.shards):

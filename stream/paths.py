@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sketches.errors import DphhhError
+
 __all__ = [
     "ROOT",
     "DEMO_CAPTURE",
@@ -54,7 +56,7 @@ CAPTURES = (
 """The four real DDoS captures (StopDDoS packet-captures; credited in ``data/README.md``)."""
 
 
-class MissingData(FileNotFoundError):
+class MissingData(DphhhError, FileNotFoundError):
     """A bundled data file is not where the project keeps it (a partial checkout or wheel)."""
 
 

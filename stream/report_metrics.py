@@ -18,6 +18,9 @@ Metric names (all prefixed ``dphhh_``):
 * ``report_hhh``: the number of prefixes in the latest report;
 * ``report_hhh_count{level, prefix}``: the noisy count of each prefix of the latest report (the
   label set is replaced at every report, so old prefixes disappear);
+* ``report_hhh_share{level, prefix}``: that noisy count over the report's noisy window size (a size
+  below 1 counts as 1, so that it exists exactly when the count does): post-processing of the report,
+  for alerts on a fraction of the traffic (deploy/prometheus/alerts.yml);
 * ``reports_refused_total``: reports whose release the budget guard refused;
 * ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
   ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff);
@@ -47,6 +50,7 @@ METRIC_NAMES = (
     "dphhh_epsilon_spent_total",
     "dphhh_report_hhh",
     "dphhh_report_hhh_count",
+    "dphhh_report_hhh_share",
     "dphhh_reports_refused_total",
     "dphhh_kafka_broker_up",
     "dphhh_kafka_connect_retries_total",
@@ -79,6 +83,12 @@ class ReportMetrics:
         self.hhh = Gauge("dphhh_report_hhh", "Prefixes in the latest report", registry=r)
         self.hhh_count = Gauge(
             "dphhh_report_hhh_count", "Noisy count of each prefix of the latest report", ["level", "prefix"], registry=r
+        )
+        self.hhh_share = Gauge(
+            "dphhh_report_hhh_share",
+            "Noisy count of each prefix of the latest report over its noisy window size",
+            ["level", "prefix"],
+            registry=r,
         )
         self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
         self.broker_up = Gauge(
@@ -120,10 +130,17 @@ class ReportMetrics:
             self.delta.set(delta)
         self.hhh.set(len(hhh))
         self.hhh_count.clear()
+        self.hhh_share.clear()
+        n_noisy = window.get("n_noisy")
         for item in hhh:
-            self.hhh_count.labels(level=str(item.get("level")), prefix=str(item.get("prefix"))).set(
-                item.get("count", 0)
-            )
+            labels = {"level": str(item.get("level")), "prefix": str(item.get("prefix"))}
+            count = item.get("count", 0)
+            self.hhh_count.labels(**labels).set(count)
+            if isinstance(count, (int, float)):
+                # a series for every prefix series (the set of names must not depend on the noisy
+                # size's sign): a noisy size below 1 counts as 1
+                size = n_noisy if isinstance(n_noisy, (int, float)) else 0
+                self.hhh_share.labels(**labels).set(count / max(size, 1))
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Expose the registry on ``http://addr:port/metrics`` (a daemon thread)."""

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from sketches.errors import UsageError
+
 __all__ = ["stall_limit_s", "StallDetector", "ReportsStallWatch"]
 
 
@@ -35,7 +37,7 @@ class StallDetector:
 
     def __init__(self, limit_s: float) -> None:
         if limit_s <= 0:
-            raise ValueError(f"StallDetector: limit_s must be > 0, got {limit_s}")
+            raise UsageError(f"StallDetector: limit_s must be > 0, got {limit_s}")
         self.limit_s = limit_s
         self._held_at: int | None = None
         self._since = 0.0

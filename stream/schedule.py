@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 __all__ = ["LIVE", "REPLAY", "MODES", "ELEMENT_REASONS", "MAX_SCHEDULE_WINDOWS", "ReleaseSchedule", "iso_ms"]
 
 LIVE, REPLAY = "live", "replay"
@@ -69,24 +71,24 @@ class ReleaseSchedule:
     def __post_init__(self) -> None:
         def whole(name: str, value: object, low: int) -> None:
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"ReleaseSchedule: {name} must be an integer >= {low}, got {value!r}")
+                raise UsageError(f"ReleaseSchedule: {name} must be an integer >= {low}, got {value!r}")
 
         whole("size_ms", self.size_ms, 1)
         for name in ("grace_ms", "max_future_ms", "max_past_ms"):
             whole(name, getattr(self, name), 0)
         if self.mode not in MODES:
-            raise ValueError(f"ReleaseSchedule: mode must be 'live' or 'replay', got {self.mode!r}")
+            raise UsageError(f"ReleaseSchedule: mode must be 'live' or 'replay', got {self.mode!r}")
         if not isinstance(self.origin_ms, int) or self.origin_ms % self.size_ms:
-            raise ValueError(
+            raise UsageError(
                 f"ReleaseSchedule: origin_ms must be a window boundary (a multiple of size_ms = "
                 f"{self.size_ms}), got {self.origin_ms!r}"
             )
         if self.until_ms is None:
             if self.mode == REPLAY:
-                raise ValueError("ReleaseSchedule: a replay needs until_ms (the end of its public range)")
+                raise UsageError("ReleaseSchedule: a replay needs until_ms (the end of its public range)")
             return
         if not isinstance(self.until_ms, int) or self.until_ms % self.size_ms or self.until_ms <= self.origin_ms:
-            raise ValueError(
+            raise UsageError(
                 f"ReleaseSchedule: until_ms must be a window boundary after origin_ms = {self.origin_ms}, "
                 f"got {self.until_ms!r}"
             )

@@ -11,7 +11,7 @@
 * stamped values (a value with the Kafka record timestamp it must carry): :func:`stamp` / :func:`unstamp`.
 
 The (level, partition) routing is :func:`expand` — the same as :class:`sketches.level_sketches.LevelSketches`
-uses (:func:`sketches.partition.partition_of`), so a stream and a batch run sketch alike.
+uses (:func:`sketches.partition.route`, the one router), so a stream and a batch run sketch alike.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.misra_gries import MisraGries
-from sketches.partition import partition_of
+from sketches.pairs import PairHierarchy
+from sketches.partition import partition_of, route
 
 from .assembler import sketch_id, sketch_of_id
 from .config import JobConfig
@@ -53,17 +55,9 @@ __all__ = [
 
 def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray]]:
     """(sketch id, int64 keys) for every (level, partition) that the batch touches, input order kept."""
-    hierarchy, parts = cfg.hierarchy, cfg.params.partitions
-    for level in range(1, hierarchy.h + 1):
-        keys = hierarchy.keys(values, level)
-        if parts == 1:
-            yield sketch_id(level, 0, 1), keys
-            continue
-        owner = partition_of(hierarchy, keys, level, parts)
-        for p in range(parts):
-            chosen = keys[owner == p]
-            if chosen.size:
-                yield sketch_id(level, p, parts), chosen
+    parts = cfg.params.partitions
+    for level, p, keys, _ in route(cfg.hierarchy, values, parts):  # the router LevelSketches uses too
+        yield sketch_id(level, p, parts), keys
 
 
 def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np.ndarray]]:
@@ -140,14 +134,14 @@ def sketch_payloads(
             yield p, payload, b""
         return
     if weights is not None:
-        raise ValueError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
+        raise UsageError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
     hierarchy = cfg.hierarchy
     for p, levels in expand_by_partition(values, cfg).items():
         labels = b""
-        if isinstance(hierarchy, PathHierarchy):  # kind "path"
-            labels = pickle.dumps(
-                {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}, protocol=5
-            )
+        if isinstance(hierarchy, (PathHierarchy, PairHierarchy)):  # hashed keys travel with their labels
+            named = {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}
+            named = {lv: known for lv, known in named.items() if known}  # exact pair nodes need none
+            labels = pickle.dumps(named, protocol=5) if named else b""
         yield p, pack_levels(levels), labels
 
 
@@ -200,7 +194,7 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
         w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 8 * n)
         return keys, [w[m] for m in mine]
     if kind != _KEYS:
-        raise ValueError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
+        raise UsageError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
     flat = np.frombuffer(payload, dtype=np.int64, offset=16)
     out, start = [], h
     for size in flat[:h].tolist():

@@ -140,7 +140,7 @@ def test_readme_library_use_example_runs_and_finds_the_planted_prefix() -> None:
     assert len(printed) == 3, printed
     assert all("10.1.2.3/32" in line for line in printed), printed
     report = namespace["report"]
-    assert report["schema"] == "dphhh.report/1"
+    assert report["schema"] == "dphhh.report/2"
     prefixes = [item["prefix"] for item in report["hhh"]]
     assert "10.1.2.3/32" in prefixes
     # only the planted host and the root are heavy (uniform background: every /8 is far below tau)

@@ -51,6 +51,7 @@ import numpy as np
 
 from privacy.noise import uniform01
 from privacy.offline.ldp import (
+    _CHUNK_CELLS,
     Oracle,
     Sampling,
     estimate_frequencies,
@@ -60,6 +61,7 @@ from privacy.offline.ldp import (
 )
 from privacy.params import check_int, check_positive
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 
 __all__ = [
     "AheadParams",
@@ -72,6 +74,7 @@ __all__ = [
     "norm_sub",
     "weighted_average",
     "max_entropy_atoms",
+    "ahead_memory_bytes",
     "LDP_MODEL",
 ]
 
@@ -103,9 +106,9 @@ class AheadParams:
         object.__setattr__(self, "epsilon", check_positive(owner, "epsilon", self.epsilon))
         check_int(owner, "branching", self.branching, 2)
         if self.oracle not in _ORACLES:
-            raise ValueError(f"{owner}: oracle must be one of {', '.join(_ORACLES)}, got {self.oracle!r}")
+            raise UsageError(f"{owner}: oracle must be one of {', '.join(_ORACLES)}, got {self.oracle!r}")
         if self.sampling not in _SAMPLINGS:
-            raise ValueError(f"{owner}: sampling must be one of {', '.join(_SAMPLINGS)}, got {self.sampling!r}")
+            raise UsageError(f"{owner}: sampling must be one of {', '.join(_SAMPLINGS)}, got {self.sampling!r}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -207,12 +210,12 @@ class RangeEstimator:
         else:
             ranges = [tuple(r) for r in args]
         if len(ranges) != self.dims:
-            raise ValueError(f"{self.algorithm}: expected {self.dims} range(s), got {len(ranges)}")
+            raise UsageError(f"{self.algorithm}: expected {self.dims} range(s), got {len(ranges)}")
         out = []
         for (lo, hi), d in zip(ranges, self.domain_sizes):
             lo, hi = int(lo), int(hi)
             if not (0 <= lo <= hi < d):
-                raise ValueError(f"{self.algorithm}: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
+                raise UsageError(f"{self.algorithm}: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
             out.append((lo, hi))
         return out
 
@@ -299,12 +302,12 @@ def _check_values(owner: str, values: np.ndarray, domain_sizes: Sequence[int]) -
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[1] != len(domain_sizes) or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"{owner}: values must be an integer array of shape (N, {len(domain_sizes)})")
+        raise UsageError(f"{owner}: values must be an integer array of shape (N, {len(domain_sizes)})")
     if arr.shape[0] < 1:
-        raise ValueError(f"{owner}: at least one user is needed")
+        raise UsageError(f"{owner}: at least one user is needed")
     for k, d in enumerate(domain_sizes):
         if int(arr[:, k].min()) < 0 or int(arr[:, k].max()) >= d:
-            raise ValueError(f"{owner}: values of dimension {k} must lie in [0, {d})")
+            raise UsageError(f"{owner}: values of dimension {k} must lie in [0, {d})")
     return arr.astype(np.int64)
 
 
@@ -342,6 +345,60 @@ def _oracle_variance(oracle: str, epsilon: float, n: int, size: int) -> float:
     return float(grr_variance(epsilon, n, size) if oracle == "grr" else oue_variance(epsilon, n))
 
 
+#: Bytes per padded leaf cell and per tree node of one AHEAD tree's peak (see
+#: :func:`ahead_memory_bytes`; measured with tracemalloc in tests/privacy/offline/test_ahead.py).
+_LEAF_BYTES = 8 * 5
+_NODE_BYTES = 8 * 5 // 2
+#: Bytes per cell of one OUE report chunk (uniforms, thresholds, bits: privacy.offline.ldp._oue_bits).
+_OUE_CELL_BYTES = 18
+
+
+def _tree_shape(sizes: Sequence[int], b: int) -> tuple[int, int, int]:
+    """``(side, leaves, nodes)`` of the complete tree over ``sizes`` padded to ``b^L`` per dimension."""
+    height = 0
+    while b**height < max(max(int(d) for d in sizes), 1):
+        height += 1
+    fanout = b ** len(sizes)
+    leaves = fanout**height
+    nodes = (fanout ** (height + 1) - 1) // (fanout - 1)
+    return b**height, leaves, nodes
+
+
+def ahead_memory_bytes(domain_sizes: Sequence[int], branching: int = 2, *, lle: bool | None = None) -> int:
+    """Predicted peak memory (bytes) of :func:`ahead_nd` (or :func:`ahead_lle`) over ``domain_sizes``
+    with fan-out ``branching`` per dimension: a pure function of those public parameters.
+
+    One tree pads every dimension to ``side = b^L >= max(domain_sizes)`` and holds dense float64
+    grids of every level (``leaves = side^m`` cells at the bottom, ``nodes = Σ_l B^l`` in all, B = b^m)
+    twice (the values and their prefix sums), while building them it needs a few leaf-sized index
+    arrays per level: the peak is about ``8·(5·leaves + 2.5·nodes)`` bytes (measured between 6.3 and
+    8.6 × ``8·leaves`` for m = 1, 2 and b = 2, 3, 4; the estimate is 8.3–10). A decomposition wider
+    than OUE's chunk (2^22 cells) adds one report row of ``18·leaves`` bytes. LLE (``lle``; default
+    for three or more dimensions, as ``dphhh snapshot ahead`` runs) keeps one 2-D tree per pair of
+    columns: the sum of their kept grids (``8·2.5·nodes`` each) plus the largest one's build.
+
+    Not included: arrays proportional to the number of records (the values, the random user
+    partition, the oracle's report chunks of at most 2^22 cells, about 75 MB).
+    """
+    b = int(branching)
+    sizes = [int(d) for d in domain_sizes]
+    if b < 2 or not sizes:
+        raise UsageError("AHEAD: branching must be >= 2 and at least one domain size is needed")
+    if lle is None:
+        lle = len(sizes) > 2
+
+    def one_tree(dims: Sequence[int]) -> tuple[int, int]:
+        _, leaves, nodes = _tree_shape(dims, b)
+        oue = _OUE_CELL_BYTES * leaves if leaves > _CHUNK_CELLS else 0
+        return _LEAF_BYTES * leaves + oue, _NODE_BYTES * nodes
+
+    if not lle:
+        build, kept = one_tree(sizes)
+        return build + kept
+    trees = [one_tree([sizes[a], sizes[c]]) for a, c in itertools.combinations(range(len(sizes)), 2)]
+    return sum(kept for _, kept in trees) + max(build for build, _ in trees)
+
+
 def ahead_nd(
     values: np.ndarray, domain_sizes: Sequence[int], params: AheadParams, rng: RngLike = None, algorithm: str = "AHEAD"
 ) -> RangeEstimator:
@@ -361,7 +418,7 @@ def ahead_nd(
     n_users = vals.shape[0]
     source = as_source(rng)
     if n_users < height:
-        raise ValueError(f"{algorithm}: at least {height} users are needed (one per group)")
+        raise UsageError(f"{algorithm}: at least {height} users are needed (one per group)")
     groups = _random_groups(n_users, height, source)
     e = math.exp(eps)
     # The paper's threshold for the (exactly known) root: OUE variance with N/c users.
@@ -493,7 +550,7 @@ def ahead_2d(
     ``values`` has shape ``(N, 2)``; ``answer((lo1, hi1), (lo2, hi2))``.
     """
     if len(domain_sizes) != 2:
-        raise ValueError("AHEAD-2D: domain_sizes must have two entries")
+        raise UsageError("AHEAD-2D: domain_sizes must have two entries")
     return ahead_nd(values, domain_sizes, params, rng, "AHEAD-2D")
 
 
@@ -560,10 +617,10 @@ class LleEstimator:
     def answer(self, *ranges: tuple[int, int]) -> float:
         """Estimated fraction of users inside the m-dimensional box ``ranges`` (inclusive)."""
         if len(ranges) != self.dims:
-            raise ValueError(f"AHEAD-LLE: expected {self.dims} ranges, got {len(ranges)}")
+            raise UsageError(f"AHEAD-LLE: expected {self.dims} ranges, got {len(ranges)}")
         for (lo, hi), d in zip(ranges, self.domain_sizes):
             if not (0 <= int(lo) <= int(hi) < d):
-                raise ValueError(f"AHEAD-LLE: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
+                raise UsageError(f"AHEAD-LLE: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
         tables = {pair: self.pair_table(pair[0], pair[1], ranges) for pair in self.trees}
         atoms = max_entropy_atoms(self.dims, tables)
         return float(atoms[(1,) * self.dims])
@@ -593,7 +650,7 @@ def ahead_lle(
     """
     sizes = [int(d) for d in domain_sizes]
     if len(sizes) < 2:
-        raise ValueError("AHEAD-LLE: at least two dimensions are needed")
+        raise UsageError("AHEAD-LLE: at least two dimensions are needed")
     if not isinstance(params, AheadParams):
         raise TypeError("AHEAD-LLE: params must be an AheadParams")
     vals = _check_values("AHEAD-LLE", values_nd, sizes)

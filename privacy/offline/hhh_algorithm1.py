@@ -43,6 +43,7 @@ import numpy as np
 from privacy.noise import discrete_laplace, laplace
 from privacy.params import check_int, check_open_unit, check_positive
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy
 
 from .hhh_offline import (
@@ -90,7 +91,7 @@ class Algorithm1Scales:
         eta = eps_i / log_inv_delta
         big_delta = (1 / eta) * math.log(1 / eta)
         if big_delta < 1:
-            raise ValueError(
+            raise UsageError(
                 f"{owner}: epsilon={epsilon:g} is too large for delta={delta:g}: the internal "
                 f"Delta = (1/eta)*ln(1/eta) = {big_delta:.3g} must be >= 1 (Theorem 3.6.1); lower epsilon"
             )
@@ -202,7 +203,7 @@ def algorithm1_hhh(
     scales = Algorithm1Scales.for_budget(params.epsilon, params.delta)
     min_tau = scales.min_tau(hierarchy.h, params.beta)
     if params.tau < min_tau:
-        raise ValueError(
+        raise UsageError(
             f"Algorithm1: tau={params.tau:g} is below the guard for h={hierarchy.h}, "
             f"epsilon={params.epsilon:g}, delta={params.delta:g}, beta={params.beta:g}: the smallest "
             f"allowed tau is {min_tau:.6g} (24*Delta*ln(2h/(delta_internal*beta)), Delta={scales.big_delta:.6g}); "
@@ -212,4 +213,14 @@ def algorithm1_hhh(
     source = as_source(rng)
     outcome = algorithm1_levels(tree, params.tau, scales, source)
     internal = scales.as_dict() | {"min_tau": min_tau}
-    return result_of("algorithm1", params, tree, outcome, _guarantee_text(params), internal, source)
+    return result_of(
+        "algorithm1",
+        params,
+        tree,
+        outcome,
+        _guarantee_text(params),
+        internal,
+        source,
+        count_scale=scales.release_scale,
+        subtracted=False,
+    )

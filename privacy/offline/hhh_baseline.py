@@ -127,4 +127,14 @@ def stability_histogram_hhh(
     tree = counts_of(values, hierarchy, "StabilityHistogramHHH")
     source = as_source(rng)
     outcome = baseline_levels(tree, params.tau, scales, source)
-    return result_of("stability_histogram", params, tree, outcome, _guarantee_text(params), scales.as_dict(), source)
+    return result_of(
+        "stability_histogram",
+        params,
+        tree,
+        outcome,
+        _guarantee_text(params),
+        scales.as_dict(),
+        source,
+        count_scale=scales.scale,
+        subtracted=True,
+    )

@@ -21,20 +21,41 @@ need its own budget share). The exact reference :func:`exact_selection` omits it
 This module holds what both mechanisms share: :class:`OfflineHHHParams`, the exact per-level
 counts with parent links (:class:`HierarchyCounts`, computed once, vectorised), and the
 result type :class:`OfflineHHHResult`. Exact counts are raw data: they never leave the mechanisms
-and never appear in messages. Floating point: both mechanisms release integers (integer counts
+and never appear in messages.
+
+**Intervals and verdicts** (:func:`with_intervals`, post-processing of the released counts and
+public scales). Each reported prefix p carries ``[lower, upper] = [count − B_p, count + B_p]``
+clipped at 0, an interval of its exact *conditioned* count F(p) (its count less its maximal
+reported descendants' counts), and the verdict ``heavy`` iff ``lower >= tau``, else ``possible``
+(the vocabulary of ``dphhh hhh``). The count's error is a sum of ``m_p`` independent discrete
+Laplace noises of the mechanism's scale b: ``m_p = 1`` for Algorithm 1 (its release noise
+DLap(1/ξ)), ``m_p = 1 + k_p`` for the baseline (r̃(p) subtracts the k_p released counts of p's
+maximal reported descendants). With K reported prefixes (a public number: the output's length),
+``B_p`` is the smallest integer with ``P(|Σ_{i<m_p} Z_i| > B_p) <= β/K`` (:func:`dlap_sum_bound`:
+the exact tail ``2r^(B+1)/(1 + r)``, r = e^(−1/b), for m = 1; a Chernoff bound with the discrete
+Laplace's moment generating function for m >= 2), so by a union bound over the K reported counts
+every interval holds at once with probability >= 1 − β. For Algorithm 1 the bound is exact:
+the release noise is drawn independently of the selection. For the baseline, which selects on
+the released value itself, a prefix whose count is near τ is reported more often when its noise
+is positive, so for such a prefix the interval is conditioned on its selection and may cover
+less often than stated; prefixes well above τ + B (those with the verdict ``heavy``) are selected
+regardless of their noise and are not affected. Floating point: both mechanisms release integers (integer counts
 plus discrete Laplace noise), so the printed counts of a result carry no floating-point side
 channel (Mironov 2012; see each mechanism's docstring).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privacy.params import check_open_unit, check_positive
+from privacy.params import check_int, check_open_unit, check_positive
+from privacy.tails import dlap_tail, smallest_two_sided_bound
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy
 
 if TYPE_CHECKING:  # the lazy re-exports below (__getattr__), visible to type checkers and linters
@@ -51,6 +72,8 @@ __all__ = [
     "OfflineHHHResult",
     "exact_selection",
     "conditioned_counts",
+    "dlap_sum_bound",
+    "with_intervals",
     # re-exported below
     "Algorithm1Scales",
     "algorithm1_hhh",
@@ -150,7 +173,7 @@ def count_hierarchy(values: Any, hierarchy: Hierarchy, weights: np.ndarray | Non
     else:
         w = np.asarray(weights)
         if w.shape != (size,) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
-            raise ValueError("count_hierarchy: weights must be non-negative integers, one per value")
+            raise UsageError("count_hierarchy: weights must be non-negative integers, one per value")
         w = w.astype(np.int64)
     levels: dict[int, LevelCounts] = {}
     if size == 0:
@@ -222,15 +245,98 @@ def exact_selection(tree: HierarchyCounts, tau: float) -> dict[int, np.ndarray]:
 
 @dataclass(frozen=True)
 class OfflineHHHItem:
-    """One private HHH: its level, key, prefix label and noisy conditioned count."""
+    """One private HHH: its level, key, prefix label and noisy conditioned count, and (set by
+    :func:`with_intervals`) the interval ``[lower, upper]`` of its exact conditioned count and its
+    verdict (``heavy`` iff ``lower >= tau``)."""
 
     level: int
     key: int
     prefix: str
     count: float
+    lower: float | None = None
+    upper: float | None = None
+    verdict: str = "possible"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "prefix": self.prefix, "count": round(float(self.count), 1)}
+        out: dict[str, Any] = {"prefix": self.prefix, "level": self.level, "verdict": self.verdict}
+        out["count"] = round(float(self.count), 1)
+        if self.lower is not None and self.upper is not None:
+            out["lower"] = round(float(self.lower), 1)
+            out["upper"] = round(float(self.upper), 1)
+        return out
+
+
+def _log_dlap_mgf(lam: np.ndarray, scale: float) -> np.ndarray:
+    """``ln E e^{λZ}`` for ``Z ~ DLap(scale)`` and ``0 <= λ < 1/scale``:
+    ``2 ln(1 − r) − ln(1 − r e^λ) − ln(1 − r e^−λ)`` with r = e^(−1/scale), without cancellation."""
+    a = 1.0 / scale
+    return 2 * np.log(-np.expm1(-a)) - np.log(-np.expm1(lam - a)) - np.log(-np.expm1(-lam - a))
+
+
+def dlap_sum_bound(scale: float, terms: int, beta: float) -> int:
+    """The smallest integer ``B >= 0`` (up to the Chernoff bound's slack) with
+    ``P(|Z_1 + … + Z_m| > B) <= β`` for ``m = terms`` independent ``Z_i ~ DLap(scale)``
+    (``P(k) ∝ e^(−|k|/scale)``, :func:`privacy.noise.discrete_laplace`).
+
+    ``m = 1``: the exact tail ``P(|Z| > B) = 2·P(Z >= B + 1) = 2r^(B+1)/(1 + r)``
+    (:func:`privacy.tails.dlap_tail`, rounded up). ``m = 2``: the exact closed form of the sum's
+    tail (:func:`privacy.tails.smallest_two_sided_bound`). ``m >= 3``:
+    ``P(|S| >= t) <= 2·M(λ)^m·e^(−λt)`` for every ``0 < λ < 1/scale`` with
+    ``M(λ) = (1 − r)²/((1 − re^λ)(1 − re^(−λ)))``, the smallest ``t`` over a grid of λ (every λ
+    gives a valid bound).
+    """
+    scale = check_positive("dlap_sum_bound", "scale", scale)
+    check_int("dlap_sum_bound", "terms", terms, 1)
+    beta = check_open_unit("dlap_sum_bound", "beta", beta)
+    if terms == 1:
+        r = math.exp(-1.0 / scale)
+        b = max(0, math.ceil(math.log(beta * (1 + r) / 2) / math.log(r)) - 1) if r > 0 else 0
+        while b > 0 and 2 * dlap_tail(b, scale) <= beta:  # the formula's rounding, downwards
+            b -= 1
+        while 2 * dlap_tail(b + 1, scale) > beta:  # and upwards
+            b += 1
+        return b
+    if terms == 2:
+        return smallest_two_sided_bound(scale, scale, beta)
+    lam = np.linspace(1e-4, 1 - 1e-4, 2000) / scale
+    t = (terms * _log_dlap_mgf(lam, scale) - math.log(beta / 2)) / lam
+    return max(0, math.ceil(float(np.min(t)) * (1 + 1e-12)) - 1)
+
+
+def with_intervals(
+    items: Sequence[OfflineHHHItem], hierarchy: Hierarchy, *, scale: float, subtracted: bool, beta: float, tau: float
+) -> tuple[OfflineHHHItem, ...]:
+    """``items`` with ``lower``, ``upper`` and ``verdict`` set (see the module docstring).
+
+    ``scale``: the discrete Laplace scale of each released count's noise; ``subtracted``: whether
+    a reported count subtracts its maximal reported descendants' released counts (the baseline:
+    then its noise is a sum of ``1 + k`` such noises). The union bound runs over the ``len(items)``
+    reported counts at ``β/len(items)`` each. Post-processing of released values and public
+    parameters only.
+    """
+    if not items:
+        return tuple(items)
+    beta = check_open_unit("with_intervals", "beta", beta)
+    chosen = {(it.level, it.key) for it in items}
+    below: dict[tuple[int, int], int] = {}
+    if subtracted:
+        for it in items:
+            for up in range(it.level - 1, 0, -1):
+                ancestor = (up, hierarchy.ancestor(it.key, it.level, up))
+                if ancestor in chosen:
+                    below[ancestor] = below.get(ancestor, 0) + 1
+                    break
+    share = beta / len(items)
+    bounds: dict[int, int] = {}
+    out = []
+    for it in items:
+        terms = 1 + below.get((it.level, it.key), 0)
+        if terms not in bounds:
+            bounds[terms] = dlap_sum_bound(scale, terms, share)
+        b = bounds[terms]
+        lower, upper = max(0.0, it.count - b), max(0.0, it.count + b)
+        out.append(replace(it, lower=lower, upper=upper, verdict="heavy" if lower >= tau else "possible"))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -249,6 +355,8 @@ class OfflineHHHResult:
     guarantee_text: str
     internal: Mapping[str, float]
     secure_randomness: bool
+    #: how ``lower``/``upper``/``verdict`` of the items were derived (empty if they were not)
+    intervals: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (plain floats, ints, strings and lists only)."""
@@ -266,6 +374,7 @@ class OfflineHHHResult:
             },
             "root_reported": False,
             "secure_randomness": self.secure_randomness,
+            **({"intervals": dict(self.intervals)} if self.intervals else {}),
             "hhh": [item.as_dict() for item in self.items],
         }
 
@@ -288,7 +397,7 @@ def counts_of(values: Any, hierarchy: Hierarchy, owner: str) -> HierarchyCounts:
     """``values`` counted over ``hierarchy`` (or checked, when already a :class:`HierarchyCounts`)."""
     tree = values if isinstance(values, HierarchyCounts) else count_hierarchy(values, hierarchy)
     if tree.hierarchy != hierarchy:
-        raise ValueError(f"{owner}: the precomputed counts belong to a different hierarchy")
+        raise UsageError(f"{owner}: the precomputed counts belong to a different hierarchy")
     return tree
 
 
@@ -300,20 +409,53 @@ def result_of(
     guarantee_text: str,
     internal: Mapping[str, Any],
     source: Any,
+    *,
+    count_scale: float,
+    subtracted: bool,
 ) -> OfflineHHHResult:
     """The :class:`OfflineHHHResult` of one run: the first trial of each level outcome
-    (``level``, ``selected``, ``released`` attributes), reported bottom-up."""
+    (``level``, ``selected``, ``released`` attributes), reported bottom-up, with intervals and
+    verdicts (:func:`with_intervals`: ``count_scale`` the release noise's scale, ``subtracted``
+    whether counts subtract their reported descendants' released counts)."""
     selected = {o.level: o.selected for o in outcome}
     released = {o.level: o.released for o in outcome}
+    items = with_intervals(
+        items_from_masks(tree, selected, released),
+        tree.hierarchy,
+        scale=count_scale,
+        subtracted=subtracted,
+        beta=params.beta,
+        tau=params.tau,
+    )
+    terms = "1 + k discrete Laplace noises" if subtracted else "one discrete Laplace noise"
+    intervals = {
+        "beta": params.beta,
+        "noise_scale": float(count_scale),
+        "text": (
+            f"with probability >= 1 - beta (beta = {params.beta:g}, a union bound over the reported prefixes) "
+            "each reported prefix's exact conditioned count (its count less its maximal reported "
+            f"descendants') lies in [lower, upper] (clipped at 0); a count carries {terms} of scale "
+            f"{count_scale:.4g}"
+            + (" (k: its maximal reported descendants)" if subtracted else "")
+            + ". verdict: heavy when lower >= tau, else possible"
+            + (
+                "; the baseline selects on the released value, so a prefix reported near tau may be "
+                "covered less often (not one with verdict heavy)"
+                if subtracted
+                else ""
+            )
+        ),
+    }
     return OfflineHHHResult(
         algorithm,
         params,
         tree.hierarchy.spec(),
         tree.h,
-        items_from_masks(tree, selected, released),
+        items,
         guarantee_text,
         dict(internal),
         bool(getattr(source, "secure", False)),
+        intervals,
     )
 
 

@@ -51,6 +51,7 @@ from privacy.offline.intopt import int_opt
 from privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
 from privacy.params import check_int, check_open_unit, check_positive
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 from sketches.hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "noisy_counts",
     "inftda",
     "inftda_from_counts",
+    "inftda_level_memory_bytes",
 ]
 
 _OWNER = "InfTDA"
@@ -130,21 +132,21 @@ class InfTDAParams:
     def __post_init__(self) -> None:
         if self.rho is None:
             if self.epsilon is None or self.delta is None:
-                raise ValueError(f"{_OWNER}: give epsilon and delta, or rho")
+                raise UsageError(f"{_OWNER}: give epsilon and delta, or rho")
             object.__setattr__(self, "epsilon", check_positive(_OWNER, "epsilon", self.epsilon))
             object.__setattr__(self, "delta", check_open_unit(_OWNER, "delta", self.delta))
         else:
             if self.epsilon is not None:
-                raise ValueError(f"{_OWNER}: give either rho or epsilon (with delta), not both")
+                raise UsageError(f"{_OWNER}: give either rho or epsilon (with delta), not both")
             object.__setattr__(self, "rho", check_positive(_OWNER, "rho", self.rho))
             if self.delta is not None:
                 object.__setattr__(self, "delta", check_open_unit(_OWNER, "delta", self.delta))
         if self.neighbours not in NEIGHBOURS:
-            raise ValueError(f"{_OWNER}: neighbours must be one of {', '.join(NEIGHBOURS)}, got {self.neighbours!r}")
+            raise UsageError(f"{_OWNER}: neighbours must be one of {', '.join(NEIGHBOURS)}, got {self.neighbours!r}")
         check_int(_OWNER, "contribution", self.contribution, 1)
         if self.root_share is not None:
             if self.neighbours == "substitution":
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: root_share must be None under substitution neighbours "
                     "(the root count is public and released exactly)"
                 )
@@ -223,10 +225,10 @@ class PathDomain:
         """Domain of all the given full paths (all must have the same number of components)."""
         unique = sorted(set(paths))
         if not unique or not all(isinstance(p, str) for p in unique):
-            raise ValueError("PathDomain: paths must be a non-empty collection of strings")
+            raise UsageError("PathDomain: paths must be a non-empty collection of strings")
         depth = unique[0].count("/") + 1
         if any(p.count("/") + 1 != depth for p in unique):
-            raise ValueError("PathDomain: every path must have the same number of components")
+            raise UsageError("PathDomain: every path must have the same number of components")
         children: dict[str, set[str]] = {}
         for path in unique:
             parts = path.split("/")
@@ -239,11 +241,11 @@ class PathDomain:
         """Domain where level ℓ's children of any prefix are ``prefix/name`` for ``components[ℓ-1]``."""
         levels = tuple(tuple(dict.fromkeys(level)) for level in components)
         if not levels or any(not level for level in levels):
-            raise ValueError("PathDomain: components must give a non-empty list of names per level")
+            raise UsageError("PathDomain: components must give a non-empty list of names per level")
         for level in levels:
             for name in level:
                 if not isinstance(name, str) or not name or "/" in name:
-                    raise ValueError("PathDomain: component names must be non-empty strings without '/'")
+                    raise UsageError("PathDomain: component names must be non-empty strings without '/'")
         return cls(len(levels), None, levels)
 
     def children(self, parent: str, level: int) -> tuple[str, ...]:
@@ -287,7 +289,7 @@ class _IPv4Children:
         for level in range(1, len(self.lengths)):
             step = self.lengths[level] - self.lengths[level - 1]
             if 2**step > max_children:
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: the step from /{self.lengths[level - 1]} to /{self.lengths[level]} "
                     f"gives 2**{step} children per prefix, more than max_children={max_children}; "
                     "use a hierarchy with smaller steps (e.g. ipv4:8,16,24,32) or raise max_children"
@@ -298,6 +300,14 @@ class _IPv4Children:
         shift = 32 - self.lengths[level]
         return int(parent_key) + (np.arange(2**step, dtype=np.int64) << shift)
 
+    def count(self, parent_key: int, level: int) -> int:
+        """Size of :meth:`children` (every IPv4 prefix has ``2^step`` children)."""
+        return 2 ** (self.lengths[level] - self.lengths[level - 1])
+
+    def widest(self, level: int) -> int:
+        """The most children a level-``level − 1`` prefix has."""
+        return 2 ** (self.lengths[level] - self.lengths[level - 1])
+
     def check_values(self, values: Any) -> None:
         return None
 
@@ -307,21 +317,21 @@ class _PathChildren:
 
     def __init__(self, hierarchy: PathHierarchy, domain: PathDomain | None, max_children: int) -> None:
         if domain is None:
-            raise ValueError(
+            raise UsageError(
                 f"{_OWNER}: path hierarchies need a public child domain: pass "
                 "domain=PathDomain.from_paths(all_possible_paths) or PathDomain.from_components(...) "
                 "(the observed children cannot be used: that would leak)"
             )
         if not isinstance(domain, PathDomain):
-            raise ValueError(f"{_OWNER}: domain must be a PathDomain, got {type(domain).__name__}")
+            raise UsageError(f"{_OWNER}: domain must be a PathDomain, got {type(domain).__name__}")
         if domain.depth != hierarchy.h:
-            raise ValueError(
+            raise UsageError(
                 f"{_OWNER}: the domain has depth {domain.depth} but the hierarchy has {hierarchy.h} levels"
             )
         for level in range(1, hierarchy.h + 1):
             widest = domain.max_children(level)
             if widest > max_children:
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: the domain gives up to {widest} children per prefix at level {level}, "
                     f"more than max_children={max_children}; raise max_children"
                 )
@@ -339,10 +349,19 @@ class _PathChildren:
         parent = "" if level == 1 else self.hierarchy.label(parent_key, level - 1)
         return self.key_of_labels(list(self.domain.children(parent, level)), level)
 
+    def count(self, parent_key: int, level: int) -> int:
+        """Size of :meth:`children`."""
+        parent = "" if level == 1 else self.hierarchy.label(parent_key, level - 1)
+        return len(self.domain.children(parent, level))
+
+    def widest(self, level: int) -> int:
+        """The most children a level-``level − 1`` prefix has in the domain."""
+        return self.domain.max_children(level)
+
     def check_values(self, values: Sequence[str]) -> None:
         for path in set(values):
             if not isinstance(path, str) or not self.domain.contains(path):
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: some values are not in the public domain; add them to the domain "
                     "or filter them out before the release"
                 )
@@ -352,21 +371,42 @@ def _child_domain(hierarchy: Hierarchy, domain: PathDomain | None, max_children:
     check_int(_OWNER, "max_children", max_children, 2)
     if isinstance(hierarchy, IPv4Hierarchy):
         if domain is not None:
-            raise ValueError(f"{_OWNER}: domain is only used with path hierarchies (IPv4 children are enumerated)")
+            raise UsageError(f"{_OWNER}: domain is only used with path hierarchies (IPv4 children are enumerated)")
         return _IPv4Children(hierarchy, max_children)
     if isinstance(hierarchy, PathHierarchy):
         return _PathChildren(hierarchy, domain, max_children)
     if isinstance(hierarchy, IPv6Hierarchy):
-        raise ValueError(
+        raise UsageError(
             f"{_OWNER}: IPv6 hierarchies are not supported (their public child domains are too wide "
             "to enumerate); use an ipv4 or path hierarchy"
         )
-    raise ValueError(f"{_OWNER}: unsupported hierarchy {hierarchy!r}")
+    raise UsageError(f"{_OWNER}: unsupported hierarchy {hierarchy!r}")
 
 
 # --------------------------------------------------------------------------------------------
 # The noise core (audited in tests/audit/test_inftda_audit.py)
 # --------------------------------------------------------------------------------------------
+
+
+#: Bytes per noised child count of one level (keys, lookups, the exact sampler's list, the noisy
+#: vector; IntOPT's work on the widest parent) — see :func:`inftda_level_memory_bytes`.
+_DRAW_BYTES = 56
+
+
+def inftda_level_memory_bytes(draws: int, widest: int) -> int:
+    """Predicted working memory (bytes) of one TopDown level that noises ``draws`` child counts,
+    ``widest`` of them under one parent: ``56·(draws + widest)`` (measured with tracemalloc between
+    0.7 and 1.05 of it on IPv4 levels of 2^8 … 2^18 draws).
+
+    Both numbers are public before the level is noised — ``draws`` is the number of kept parents
+    of the released previous level times their public child domains (what ``progress`` of
+    :func:`inftda` receives), ``widest`` the widest public child domain of the level — so a caller
+    may refuse a level that cannot fit before it is allocated. Not included: the kept prefixes of
+    earlier levels (a dict entry and a label, about 200 bytes each) and the per-record arrays.
+    """
+    check_int(_OWNER, "draws", draws, 0)
+    check_int(_OWNER, "widest", widest, 0)
+    return _DRAW_BYTES * (int(draws) + int(widest))
 
 
 def noisy_counts(exact: np.ndarray, sigma2: Fraction, rng: RngLike = None) -> np.ndarray:
@@ -414,7 +454,7 @@ class InfTDAResult:
     def level_counts(self, level: int) -> dict[str, int]:
         """``{prefix label: count}`` of the kept prefixes at ``level`` (0 = root)."""
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= self.h:
-            raise ValueError(f"{_OWNER}: level must be in 0..{self.h}, got {level!r}")
+            raise UsageError(f"{_OWNER}: level must be in 0..{self.h}, got {level!r}")
         if level == 0:
             return {self.root_label: self.root}
         labels = self.labels[level - 1]
@@ -445,11 +485,12 @@ class InfTDAResult:
         elif isinstance(prefix, str) and isinstance(hierarchy, PathHierarchy):
             ok = 1 <= prefix.count("/") + 1 <= hierarchy.h and "" not in prefix.split("/")
         if not ok:
-            raise ValueError(f"{_OWNER}: {prefix!r} is not a prefix label of the hierarchy {self.hierarchy}")
+            raise UsageError(f"{_OWNER}: {prefix!r} is not a prefix label of the hierarchy {self.hierarchy}")
 
     def error_bound(self, beta: float) -> tuple[int, ...]:
         """Per level ``0..h``, a bound ``E_ℓ`` on ``max_u |released(u) − true(u)|`` over *all*
-        prefixes ``u`` of level ℓ (kept or not), holding jointly with probability ``>= 1 − β``.
+        prefixes ``u`` of level ℓ (kept or not), holding jointly with probability ``>= 1 − β``
+        (the mechanism of docs/ALGORITHMS.md §7: discrete Gaussian ``σ²`` per level, IntOPT).
 
         Derivation. Split β equally over the ``L`` noised parts (the root under add/remove, and the
         ``h`` levels). The discrete Gaussian ``DG(σ²)`` is σ-sub-Gaussian (Canonne–Kamath–Steinke
@@ -468,7 +509,10 @@ class InfTDAResult:
         * a child of a parent released as 0 is released as 0 and its true count is at most its
           parent's, itself at most ``E_{ℓ−1}``.
 
-        Hence ``E_ℓ = E_{ℓ−1} + 2 B_ℓ``. Returns the tuple ``(E_0, …, E_h)`` of ints.
+        Hence ``E_ℓ = E_{ℓ−1} + 2 B_ℓ``, i.e. ``E_ℓ = B_0 + 2·Σ_{j<=ℓ} B_j`` with
+        ``B_j = ⌊σ_j·√(2 ln(2 N_j L / β))⌋`` (``σ_0² = root_sigma2``, ``σ_j² = level_sigma2``, the
+        union bound running over the ``N_j`` noised counts of level j, a superset of its released
+        ones). Returns the tuple ``(E_0, …, E_h)`` of ints.
         """
         beta_f = check_open_unit(_OWNER, "beta", beta)
         cal = self.calibration
@@ -509,13 +553,32 @@ class InfTDAResult:
             "text": text,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable report: algorithm, hierarchy, params, guarantee, levels 0..h."""
+    def to_dict(self, beta: float | None = None) -> dict[str, Any]:
+        """A JSON-serialisable report: algorithm, hierarchy, params, guarantee, levels 0..h.
+
+        With ``beta``, every level also carries ``error_bound`` (:meth:`error_bound`: with
+        probability >= 1 − β, jointly over all levels, no prefix of the level — kept or not — has
+        ``|released − true|`` above it) and the report an ``error_bounds`` entry saying so."""
         cal = self.calibration
-        levels = [{"level": 0, "counts": [{"prefix": self.root_label, "count": int(self.root)}]}]
+        levels: list[dict[str, Any]] = [{"level": 0, "counts": [{"prefix": self.root_label, "count": int(self.root)}]}]
         for level in range(1, self.h + 1):
             counts = self.level_counts(level)
             levels.append({"level": level, "counts": [{"prefix": k, "count": int(v)} for k, v in counts.items()]})
+        extra: dict[str, Any] = {}
+        if beta is not None:
+            for entry, bound in zip(levels, self.error_bound(beta)):
+                entry["error_bound"] = int(bound)
+            extra["error_bounds"] = {
+                "beta": float(beta),
+                "text": (
+                    f"with probability >= 1 - beta (beta = {beta:g}), jointly over all levels, every prefix "
+                    "of level l (listed or not; an unlisted prefix is released as 0) has |released - true| "
+                    "<= error_bound of level l: E_0 = B_0, E_l = E_(l-1) + 2 B_l with "
+                    "B_l = floor(sigma_l sqrt(2 ln(2 N_l L / beta))), N_l the counts noised at level l, "
+                    "L the number of noised parts (docs/ALGORITHMS.md section 7)"
+                ),
+                "noised": list(self.noised),
+            }
         return {
             "algorithm": "InfTDA",
             "hierarchy": self.hierarchy,
@@ -529,6 +592,7 @@ class InfTDAResult:
                 "level_rho": cal.level_rho,
             },
             "seeded": self.seeded,
+            **extra,
             "levels": levels,
         }
 
@@ -557,13 +621,13 @@ def _as_hierarchy(hierarchy: Hierarchy | str) -> Hierarchy:
     if isinstance(hierarchy, str):
         return parse_hierarchy(hierarchy)
     if not isinstance(hierarchy, Hierarchy):
-        raise ValueError(f"{_OWNER}: hierarchy must be a Hierarchy or a spec such as 'ipv4:8,16,24,32'")
+        raise UsageError(f"{_OWNER}: hierarchy must be a Hierarchy or a spec such as 'ipv4:8,16,24,32'")
     return hierarchy
 
 
 def _check_params(params: InfTDAParams) -> None:
     if not isinstance(params, InfTDAParams):
-        raise ValueError(f"{_OWNER}: params must be an InfTDAParams, got {type(params).__name__}")
+        raise UsageError(f"{_OWNER}: params must be an InfTDAParams, got {type(params).__name__}")
 
 
 def inftda(
@@ -586,8 +650,10 @@ def inftda(
         rng: ``None`` (secure OS source, the production default), or a seed / numpy Generator /
             RandomSource (tests only: the output is then not private, and says so).
         max_children: the widest child domain enumerated per prefix (default 2**16).
-        progress: called before each level's noise with (level, h, number of noisy counts to
-            draw) — public quantities (they follow from the previous level's private output).
+        progress: called before each level's noise, and before its arrays are allocated, with
+            (level, h, number of noisy counts to draw) — public quantities (they follow from the
+            previous level's private output); it may raise to stop the release (e.g. a memory
+            guard with :func:`inftda_level_memory_bytes`).
 
     Guarantee: ``params.total_rho``-zCDP, hence ``(ε, δ)``-DP with ``ε = ρ + 2√(ρ ln(1/δ))``, with
     respect to ``params.neighbours`` of one privacy unit with at most ``params.contribution``
@@ -630,7 +696,7 @@ def inftda_from_counts(
     children = _child_domain(hier, domain, max_children)
     source = as_source(rng)
     if len(level_counts) != hier.h:
-        raise ValueError(
+        raise UsageError(
             f"{_OWNER}: level_counts must have one mapping per level (h={hier.h}), got {len(level_counts)}"
         )
     exact = []
@@ -640,16 +706,16 @@ def inftda_from_counts(
         counts: list[int] = []
         for key, count in mapping.items():
             if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral) or count < 0:
-                raise ValueError(f"{_OWNER}: counts must be integers >= 0 (level {level})")
+                raise UsageError(f"{_OWNER}: counts must be integers >= 0 (level {level})")
             keys.append(_key_of(hier, children, key, level))
             counts.append(int(count))
         key_arr = np.array(keys, dtype=np.int64)
         if np.unique(key_arr).size != key_arr.size:
-            raise ValueError(f"{_OWNER}: a prefix appears twice at level {level}")
+            raise UsageError(f"{_OWNER}: a prefix appears twice at level {level}")
         exact.append(_ExactLevel(key_arr, np.array(counts, dtype=np.int64)))
         totals.add(sum(counts))
     if len(totals) != 1:
-        raise ValueError(f"{_OWNER}: every level's counts must have the same total (one dataset)")
+        raise UsageError(f"{_OWNER}: every level's counts must have the same total (one dataset)")
     return _top_down(hier, children, exact, totals.pop(), params, source)
 
 
@@ -661,9 +727,9 @@ def _key_of(hier: Hierarchy, children: Any, key: int | str, level: int) -> int:
             try:
                 net = ipaddress.IPv4Network(key, strict=True)
             except ValueError:
-                raise ValueError(f"{_OWNER}: {key!r} is not an IPv4 prefix") from None
+                raise UsageError(f"{_OWNER}: {key!r} is not an IPv4 prefix") from None
             if net.prefixlen != length:
-                raise ValueError(f"{_OWNER}: {key!r} is not a /{length} prefix (level {level})")
+                raise UsageError(f"{_OWNER}: {key!r} is not a /{length} prefix (level {level})")
             return int(net.network_address)
         if (
             isinstance(key, bool)
@@ -671,20 +737,20 @@ def _key_of(hier: Hierarchy, children: Any, key: int | str, level: int) -> int:
             or not 0 <= key < 2**32
             or int(key) & hier.mask(level) != int(key)
         ):
-            raise ValueError(f"{_OWNER}: key {key!r} is not a masked /{length} address (level {level})")
+            raise UsageError(f"{_OWNER}: key {key!r} is not a masked /{length} address (level {level})")
         return int(key)
     assert isinstance(children, _PathChildren)
     if isinstance(key, str):
         parts = key.split("/")
         if len(parts) != level or key not in children.domain.children("/".join(parts[:-1]), level):
-            raise ValueError(f"{_OWNER}: a label at level {level} is not in the public domain")
+            raise UsageError(f"{_OWNER}: a label at level {level} is not in the public domain")
         return int(children.key_of_labels([key], level)[0])
     if isinstance(key, bool) or not isinstance(key, numbers.Integral):
-        raise ValueError(f"{_OWNER}: path prefixes must be given as labels or hierarchy keys")
+        raise UsageError(f"{_OWNER}: path prefixes must be given as labels or hierarchy keys")
     try:
         label = hier.label(int(key), level)
     except KeyError:
-        raise ValueError(f"{_OWNER}: unknown path key at level {level}; give labels instead") from None
+        raise UsageError(f"{_OWNER}: unknown path key at level {level}; give labels instead") from None
     return _key_of(hier, children, label, level)
 
 
@@ -710,11 +776,11 @@ def _top_down(
     labels: list[dict[int, str]] = []
     for level in range(1, hier.h + 1):
         parents = sorted(kept.items())
+        if progress is not None:  # before any of the level's arrays: the caller may refuse it
+            progress(level, hier.h, sum(children.count(key, level) for key, _ in parents))
         child_keys = [children.children(key, level) for key, _ in parents]
         sizes = [c.size for c in child_keys]
         flat = np.concatenate(child_keys) if child_keys else np.empty(0, dtype=np.int64)
-        if progress is not None:
-            progress(level, hier.h, int(flat.size))
         noisy = noisy_counts(exact[level - 1].lookup(flat), cal.level_sigma2, source)
         released: dict[int, int] = {}
         start = 0

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["IntervalTree", "Nested"]
+from sketches.errors import UsageError
+
+__all__ = ["IntervalTree", "Nested", "node_count"]
 
 #: A nested tree specification: ``(lo, hi)`` for a leaf or ``(lo, hi, [child, child, ...])``.
 Nested = tuple[Any, ...]
@@ -36,7 +38,7 @@ _OWNER = "IntervalTree"
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{_OWNER}: {name} must be an integer >= {minimum}, got {value!r}")
+        raise UsageError(f"{_OWNER}: {name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -51,6 +53,46 @@ def _even_split(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
         out.append((start, start + size - 1))
         start += size
     return out
+
+
+def node_count(n: int, fanouts: int | Sequence[int]) -> int:
+    """The number of nodes of :meth:`IntervalTree.complete` (``fanouts`` an int) or
+    :meth:`IntervalTree.from_fanouts` (a sequence) over ``[1, n]``, without building the tree.
+
+    Level by level on the multiset of node widths (an even split of widths ``w`` and ``w + 1``
+    gives widths ``q`` and ``q + 1`` only, so each level holds at most two distinct widths): time
+    O(height). For a fan-out list too short to reach single values it counts the listed levels
+    (``from_fanouts`` refuses such a list).
+    """
+    n = _check_int("n", n, 1)
+    if isinstance(fanouts, Sequence) and not isinstance(fanouts, (str, bytes)):
+        fans: list[int] | None = [_check_int(f"fanouts[{i}]", f, 2) for i, f in enumerate(fanouts)]
+        fixed = 0
+    else:
+        fans = None
+        fixed = _check_int("fanout", fanouts, 2)
+    widths: dict[int, int] = {n: 1}
+    total, depth = 1, 0
+    while True:
+        if fans is None:
+            fan = fixed
+        elif depth < len(fans):
+            fan = fans[depth]
+        else:
+            return total
+        nxt: dict[int, int] = {}
+        for width, times in widths.items():
+            if width == 1:
+                continue
+            k = min(fan, width)
+            base, extra = divmod(width, k)
+            if extra:
+                nxt[base + 1] = nxt.get(base + 1, 0) + times * extra
+            nxt[base] = nxt.get(base, 0) + times * (k - extra)
+        if not nxt:
+            return total
+        total += sum(nxt.values())
+        widths, depth = nxt, depth + 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,7 +126,7 @@ class IntervalTree:
         """
         root = cls._parse(spec, "root")
         if root[0] != 1:
-            raise ValueError(f"{_OWNER}: the root must start at 1, got [{root[0]}, {root[1]}]")
+            raise UsageError(f"{_OWNER}: the root must start at 1, got [{root[0]}, {root[1]}]")
         return cls._build(root)
 
     @classmethod
@@ -111,14 +153,14 @@ class IntervalTree:
         """
         n = _check_int("n", n, 1)
         if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence):
-            raise ValueError(f"{_OWNER}: fanouts must be a sequence of integers >= 2, got {fanouts!r}")
+            raise UsageError(f"{_OWNER}: fanouts must be a sequence of integers >= 2, got {fanouts!r}")
         fans = [_check_int(f"fanouts[{i}]", f, 2) for i, f in enumerate(fanouts)]
 
         def grow(lo: int, hi: int, d: int) -> Nested:
             if lo == hi:
                 return (lo, hi)
             if d >= len(fans):
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: fanouts {fans} leave [{lo}, {hi}] wider than one value after "
                     f"{len(fans)} levels; add levels or use larger fan-outs"
                 )
@@ -130,39 +172,39 @@ class IntervalTree:
     def _parse(spec: Any, where: str) -> tuple[int, int, list]:
         """Validate one nested node (recursively) into ``(lo, hi, children)``."""
         if not isinstance(spec, (tuple, list)) or len(spec) not in (2, 3):
-            raise ValueError(f"{_OWNER}: node {where} must be (lo, hi) or (lo, hi, [children]), got {spec!r}")
+            raise UsageError(f"{_OWNER}: node {where} must be (lo, hi) or (lo, hi, [children]), got {spec!r}")
         lo, hi = spec[0], spec[1]
         for name, v in (("lo", lo), ("hi", hi)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-                raise ValueError(f"{_OWNER}: node {where}: {name} must be an integer, got {v!r}")
+                raise UsageError(f"{_OWNER}: node {where}: {name} must be an integer, got {v!r}")
         lo, hi = int(lo), int(hi)
         if lo > hi:
-            raise ValueError(f"{_OWNER}: node {where} [{lo}, {hi}] is empty (lo > hi)")
+            raise UsageError(f"{_OWNER}: node {where} [{lo}, {hi}] is empty (lo > hi)")
         raw_children = spec[2] if len(spec) == 3 else []
         if not isinstance(raw_children, (tuple, list)):
-            raise ValueError(f"{_OWNER}: node {where} [{lo}, {hi}]: children must be a list, got {raw_children!r}")
+            raise UsageError(f"{_OWNER}: node {where} [{lo}, {hi}]: children must be a list, got {raw_children!r}")
         if len(raw_children) == 0:
             if lo != hi:
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: leaf [{lo}, {hi}] covers more than one value; every leaf must be a single value [i, i]"
                 )
             return (lo, hi, [])
         if len(raw_children) == 1:
-            raise ValueError(f"{_OWNER}: node [{lo}, {hi}] has one child; a node has 0 or >= 2 children")
+            raise UsageError(f"{_OWNER}: node [{lo}, {hi}] has one child; a node has 0 or >= 2 children")
         children = [IntervalTree._parse(c, f"{where}.{i}") for i, c in enumerate(raw_children)]
         if children[0][0] != lo:
-            raise ValueError(
+            raise UsageError(
                 f"{_OWNER}: children of [{lo}, {hi}] must start at {lo}, the first starts at {children[0][0]}"
             )
         for a, b in zip(children, children[1:]):
             if b[0] != a[1] + 1:
                 kind = "overlap" if b[0] <= a[1] else "leave a gap"
-                raise ValueError(
+                raise UsageError(
                     f"{_OWNER}: children [{a[0]}, {a[1]}] and [{b[0]}, {b[1]}] of [{lo}, {hi}] {kind}; "
                     "children must be contiguous and in increasing order"
                 )
         if children[-1][1] != hi:
-            raise ValueError(f"{_OWNER}: children of [{lo}, {hi}] must end at {hi}, the last ends at {children[-1][1]}")
+            raise UsageError(f"{_OWNER}: children of [{lo}, {hi}] must end at {hi}, the last ends at {children[-1][1]}")
         return (lo, hi, children)
 
     @classmethod
@@ -258,10 +300,10 @@ class IntervalTree:
         """``(lo, hi)`` as ints if ``1 <= lo <= hi <= n``, else ``ValueError``."""
         for name, v in (("lo", lo), ("hi", hi)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-                raise ValueError(f"{_OWNER}: range {name} must be an integer, got {v!r}")
+                raise UsageError(f"{_OWNER}: range {name} must be an integer, got {v!r}")
         lo, hi = int(lo), int(hi)
         if not (1 <= lo <= hi <= self.n):
-            raise ValueError(f"{_OWNER}: range [{lo}, {hi}] must satisfy 1 <= lo <= hi <= n = {self.n}")
+            raise UsageError(f"{_OWNER}: range [{lo}, {hi}] must satisfy 1 <= lo <= hi <= n = {self.n}")
         return lo, hi
 
     def incidence(self) -> np.ndarray:

@@ -30,6 +30,8 @@ import numbers
 
 import numpy as np
 
+from sketches.errors import UsageError
+
 __all__ = ["int_opt"]
 
 _OWNER = "IntOPT"
@@ -38,12 +40,12 @@ _OWNER = "IntOPT"
 def _as_integer_vector(x_tilde: object) -> np.ndarray:
     arr = np.asarray(x_tilde)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{_OWNER}: x_tilde must be a non-empty 1-D array, got shape {arr.shape}")
+        raise UsageError(f"{_OWNER}: x_tilde must be a non-empty 1-D array, got shape {arr.shape}")
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
     if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
         return arr.astype(np.int64)
-    raise ValueError(f"{_OWNER}: x_tilde must contain integers (e.g. discrete Gaussian noisy counts)")
+    raise UsageError(f"{_OWNER}: x_tilde must contain integers (e.g. discrete Gaussian noisy counts)")
 
 
 def int_opt(x_tilde: np.ndarray, c: int) -> np.ndarray:
@@ -56,7 +58,7 @@ def int_opt(x_tilde: np.ndarray, c: int) -> np.ndarray:
     Returns an ``np.int64`` array of the same length. Raises ``ValueError`` on invalid input.
     """
     if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral) or c < 0:
-        raise ValueError(f"{_OWNER}: c must be an integer >= 0, got {c!r}")
+        raise UsageError(f"{_OWNER}: c must be an integer >= 0, got {c!r}")
     x = _as_integer_vector(x_tilde)
     c = int(c)
     k = x.shape[0]

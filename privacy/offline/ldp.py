@@ -44,6 +44,7 @@ import numpy as np
 from privacy.noise import binomial, uniform01
 from privacy.params import check_int, check_positive
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 
 __all__ = [
     "ORACLES",
@@ -89,9 +90,9 @@ def grr_probabilities(epsilon: float, domain_size: int) -> tuple[float, float]:
 def _check_values(owner: str, values: np.ndarray | None, domain_size: int) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"{owner}: values must be a 1-D array of integers")
+        raise UsageError(f"{owner}: values must be a 1-D array of integers")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= domain_size):
-        raise ValueError(f"{owner}: values must lie in [0, {domain_size})")
+        raise UsageError(f"{owner}: values must lie in [0, {domain_size})")
     return arr.astype(np.int64)
 
 
@@ -172,7 +173,7 @@ def aggregate_oue(reports: np.ndarray, epsilon: float) -> np.ndarray:
     """Server side of OUE: unbiased frequency estimates from an (n, d) array of reports."""
     r = np.asarray(reports)
     if r.ndim != 2:
-        raise ValueError("OUE: reports must be a 2-D array (one row per user)")
+        raise UsageError("OUE: reports must be a 2-D array (one row per user)")
     p, q = oue_probabilities(epsilon)
     return estimate_from_counts(r.sum(axis=0, dtype=np.int64), r.shape[0], p, q)
 
@@ -260,7 +261,7 @@ def estimate_frequencies(
     group's histogram) with the exactly equivalent simulated sampling.
     """
     if oracle not in ORACLES:
-        raise ValueError(f"FrequencyOracle: oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
+        raise UsageError(f"FrequencyOracle: oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
     if sampling == "per_user":
         vals = _check_values("FrequencyOracle", values, domain_size)
         n = vals.size
@@ -280,5 +281,5 @@ def estimate_frequencies(
             p, q = grr_probabilities(epsilon, domain_size)
             counts = simulate_grr_counts(hist, epsilon, rng)
     else:
-        raise ValueError(f"FrequencyOracle: sampling must be per_user or aggregate, got {sampling!r}")
+        raise UsageError(f"FrequencyOracle: sampling must be per_user or aggregate, got {sampling!r}")
     return estimate_from_counts(counts, n, p, q), n

@@ -27,6 +27,7 @@ from privacy.offline.ahead import LDP_MODEL, RangeEstimator, _cells, _check_valu
 from privacy.offline.ldp import Sampling, estimate_frequencies
 from privacy.params import check_int, check_positive
 from privacy.randomness import RandomSource, as_source
+from sketches.errors import UsageError
 
 __all__ = ["HioParams", "hio", "UniformEstimator", "uniform_guess"]
 
@@ -47,7 +48,7 @@ class HioParams:
         object.__setattr__(self, "epsilon", check_positive(owner, "epsilon", self.epsilon))
         check_int(owner, "branching", self.branching, 2)
         if self.sampling not in ("per_user", "aggregate"):
-            raise ValueError(f"{owner}: sampling must be per_user or aggregate, got {self.sampling!r}")
+            raise UsageError(f"{owner}: sampling must be per_user or aggregate, got {self.sampling!r}")
 
 
 def hio(values: np.ndarray, domain_sizes: Sequence[int], params: HioParams, rng: RngLike = None) -> RangeEstimator:
@@ -60,7 +61,7 @@ def hio(values: np.ndarray, domain_sizes: Sequence[int], params: HioParams, rng:
     vals = _check_values("HIO", values, sizes)
     dims = len(sizes)
     if vals.shape[0] < height:
-        raise ValueError(f"HIO: at least {height} users are needed (one per group)")
+        raise UsageError(f"HIO: at least {height} users are needed (one per group)")
     source = as_source(rng)
     groups = _random_groups(vals.shape[0], height, source)
     levels = [np.ones((1,) * dims)]
@@ -89,11 +90,11 @@ class UniformEstimator:
         if self.dims == 1 and len(ranges) == 2 and not isinstance(ranges[0], (tuple, list)):
             ranges = (tuple(ranges),)
         if len(ranges) != self.dims:
-            raise ValueError(f"Uni: expected {self.dims} range(s), got {len(ranges)}")
+            raise UsageError(f"Uni: expected {self.dims} range(s), got {len(ranges)}")
         share = 1.0
         for (lo, hi), d in zip(ranges, self.domain_sizes):
             if not (0 <= int(lo) <= int(hi) < d):
-                raise ValueError(f"Uni: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
+                raise UsageError(f"Uni: range [{lo}, {hi}] must satisfy 0 <= lo <= hi < {d}")
             share *= (int(hi) - int(lo) + 1) / d
         return share
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from privacy.params import check_open_unit, check_positive
+from sketches.errors import UsageError
 
 __all__ = ["rho_from_epsilon_delta", "epsilon_from_rho"]
 
@@ -49,5 +50,5 @@ def rho_from_epsilon_delta(epsilon: float, delta: float) -> float:
     while rho > 0.0 and epsilon_from_rho(rho, delta_f) > eps_f:
         rho = math.nextafter(rho, 0.0)
     if not rho > 0.0:  # pragma: no cover - only for ε so small that ρ underflows
-        raise ValueError(f"{_OWNER}: epsilon={epsilon!r} is too small to convert to a positive rho")
+        raise UsageError(f"{_OWNER}: epsilon={epsilon!r} is too small to convert to a positive rho")
     return rho

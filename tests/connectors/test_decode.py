@@ -95,3 +95,59 @@ def test_bad_decoder_settings() -> None:
         MessageDecoder("csv")
     with pytest.raises(ValueError, match="max_message_bytes"):
         MessageDecoder("packed-ipv4", max_message_bytes=2)
+
+
+def test_flow_records_as_source_destination_pairs() -> None:
+    """flow_key = "pair" (pair hierarchies, docs/ALGORITHMS.md §11): the source comes as the first
+    address (``units``), the destination as the value, the record's time as its event time; a
+    record whose destination is IPv6 is wrong_family, one without a destination missing_field."""
+    import ipaddress
+    import json as _json
+
+    rows = [
+        {
+            "ip_src": "45.38.180.102",
+            "ip_dst": "10.10.10.10",
+            "packets": 1,
+            "bytes": 40,
+            "timestamp_start": "2021-06-05 03:58:45.551000",
+        },
+        {
+            "ip_src": "104.253.64.173",
+            "ip_dst": "2001:db8::1",
+            "packets": 1,
+            "bytes": 40,
+            "timestamp_start": "2021-06-05 03:58:45.551000",
+        },
+        {"ip_src": "172.16.0.1", "packets": 1, "bytes": 40, "timestamp_start": "2021-06-05 03:58:45.551000"},
+        {
+            "ip_src": "192.0.2.7",
+            "ip_dst": "203.0.113.5",
+            "packets": 3,
+            "bytes": 99,
+            "timestamp_start": "2021-06-05 03:58:46.000000",
+        },
+    ]
+    batch = MessageDecoder("flow-json", flow_key="pair").decode_many([_json.dumps(r).encode() for r in rows])
+    assert batch.reasons[0] is None and batch.reasons[3] is None
+    assert batch.reasons[1] == "wrong_family" and batch.reasons[2] == "missing_field"
+    assert batch.counts.tolist() == [1, 0, 0, 1]
+    assert [str(ipaddress.IPv4Address(int(u))) for u in batch.units] == ["45.38.180.102", "192.0.2.7"]
+    assert [str(ipaddress.IPv4Address(int(v))) for v in batch.values] == ["10.10.10.10", "203.0.113.5"]
+    assert batch.event_times[0] > 0 and batch.event_times[3] - batch.event_times[0] == 449
+
+
+def test_a_pair_hierarchy_configures_its_inputs() -> None:
+    from stream.config import ConfigError, load_config
+
+    spec = "hierarchy.spec=ipv4:8,16 x ipv4:8,16"
+    cfg = load_config(None, environ={}, overrides=[spec, "input.format=flow-json"])
+    assert cfg.values["input"]["flow_key"] == "pair" and cfg.hierarchy.h == 8
+    assert load_config(None, environ={}, overrides=[spec, "input.format=packed-ipv4-pairs"]).hierarchy.kind == "pair"
+    for bad, word in (
+        (["input.format=packed-ipv4"], "packed-ipv4-pairs"),
+        (["input.format=flow-json", "input.flow_weight=bytes", "input.weight_cap=100"], "flow_weight"),
+        (["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"], "unit_key"),
+    ):
+        with pytest.raises(ConfigError, match=word):
+            load_config(None, environ={}, overrides=[spec, *bad])

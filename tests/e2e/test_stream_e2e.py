@@ -52,6 +52,7 @@ from tests.e2e.jobs import (
     write_config,
 )
 from tests.e2e.net import free_port
+from tests.e2e.prom import prometheus_query
 
 WINDOW = 10_000
 CANARY = 0xC612074D  # 198.18.7.77: must never appear in a log
@@ -346,18 +347,6 @@ def test_demo_publishes_six_reports(broker) -> None:
     assert "Traceback" not in result.stderr
 
 
-def _prometheus_query(port: int, expr: str) -> list | None:
-    """The result vector of an instant query; None if the server refused it (or did not answer)."""
-    import urllib.parse
-
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return json.loads(response.read())["data"]["result"]
-    except OSError:
-        return None
-
-
 def exported_names(scrape: str) -> set[str]:
     """Every metric name of a Prometheus text scrape (samples and # TYPE lines alike)."""
     names = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", scrape, re.M))
@@ -476,19 +465,17 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
         assert leaked_counts(scraped[report_port], exact) <= leaked_counts(published, exact)
 
         def scraped_by_prometheus() -> bool:
-            seen = _prometheus_query(prom_port, "dphhh_reports_total") or []
-            released = _prometheus_query(
-                prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
-            )
+            seen = prometheus_query(prom_port, "dphhh_reports_total") or []
+            released = prometheus_query(prom_port, "flink_taskmanager_job_task_operator_dphhh_release_windows_released")
             return bool(seen) and float(seen[0]["value"][1]) >= 2 and bool(released)
 
         wait_for(scraped_by_prometheus, 60, "Prometheus to scrape the job and the report metrics")
-        up = _prometheus_query(prom_port, "up") or []
+        up = prometheus_query(prom_port, "up") or []
         assert sorted(r["metric"]["job"] for r in up if r["value"][1] == "1") == ["dphhh-job", "dphhh-reports"]
         dashboard = json.loads((root / "deploy" / "grafana" / "dashboards" / "dphhh.json").read_text())
         for panel in dashboard["panels"]:  # every dashboard query is valid PromQL with data behind it
             for target in panel["targets"]:
-                result = _prometheus_query(prom_port, target["expr"])
+                result = prometheus_query(prom_port, target["expr"])
                 assert result is not None, (panel["title"], target["expr"])
                 # the latest window here is empty: no per-prefix series
                 assert result or "hhh_count" in target["expr"], (panel["title"], target["expr"])

@@ -98,7 +98,9 @@ def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path: Path) -
     # the bundled capture's window (7,996 IPv4 packets) was reported, with its heavy prefixes
     blocks = out.split("dphhh private HHH report")[1:]
     assert len(blocks) == 6, out[-5000:]
-    sizes = [int(m.group(1)) for m in (re.search(r"noisy window size ~ (-?\d+)", b) for b in blocks) if m]
+    sizes = [
+        int(m.group(1).replace(",", "")) for m in (re.search(r"~(-?[\d,]+) elements \(noisy\)", b) for b in blocks) if m
+    ]
     capture = [b for b, n in zip(blocks, sizes) if abs(n - 7996) < 300]
     assert len(capture) == 1, sizes
     assert re.search(r"\s(104|107|172)\.\d+\.\d+\.\d+/(8|16)\s", capture[0]), capture[0]

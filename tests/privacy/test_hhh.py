@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from privacy.budget import window_ledger
+from privacy.budget import budget_statement
 from privacy.calibration import WindowCalibration
 from privacy.hhh import SketchRelease, extract_hhh
 from privacy.params import HHHParams
@@ -41,7 +41,7 @@ def test_point_mode_subtracts_selected_mass_from_ancestors() -> None:
     """Point mode selects values >= τ bottom-up and subtracts each selected value from its ancestors."""
     releases = [_rel(2, {"10.1.0.0": 600, "10.2.0.0": 300}), _rel(1, {"10.0.0.0": 1000, "11.0.0.0": 200})]
     items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1300, mode="point")
-    got = {(i.prefix, round(i.estimate)) for i in items}
+    got = {(i.prefix, round(i.residual)) for i in items}
     # 10/8 residual = 1000 - 600 = 400 < 500; root residual = 1300 - 600 = 700 >= 500
     assert got == {("10.1.0.0/16", 600), ("0.0.0.0/0", 700)}
 
@@ -53,8 +53,8 @@ def test_conservative_mode_uses_alpha1_and_subtracts_value_minus_alpha2() -> Non
     items = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1500, mode="conservative")
     by = {i.prefix: i for i in items}
     assert set(by) == {"10.1.0.0/16", "10.0.0.0/8", "0.0.0.0/0"}
-    assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 50))
-    assert math.isclose(by["0.0.0.0/0"].estimate, 1500 - (600 - 50) - (450 - 50))
+    assert math.isclose(by["10.0.0.0/8"].residual, 1000 - (600 - 50))
+    assert math.isclose(by["0.0.0.0/0"].residual, 1500 - (600 - 50) - (450 - 50))
     assert math.isclose(by["10.1.0.0/16"].alpha1, 59)
     # interval [C̃ − B, C̃ + B + n̂/(κ+1)] with B = 20: the sketch undercounts, never overcounts
     assert (by["10.1.0.0/16"].lower, by["10.1.0.0/16"].upper) == (580, 629)
@@ -70,7 +70,7 @@ def test_tight_conservative_mode_uses_the_interval_margin_and_subtracts_value_mi
     )
     by = {i.prefix: i for i in items}
     assert "10.2.0.0/16" not in by  # 400 + 29 <= 441; the paper's margin selects it (400 + 59 > 441)
-    assert math.isclose(by["10.0.0.0/8"].estimate, 1000 - (600 - 20))
+    assert math.isclose(by["10.0.0.0/8"].residual, 1000 - (600 - 20))
     paper = extract_hhh(releases, H2, tau=500, calibration=_cal(50, 9), root_value=1500, mode="conservative")
     assert "10.2.0.0/16" in {i.prefix for i in paper}
 
@@ -120,12 +120,12 @@ def test_size_bound_covers_true_sizes_at_rate_beta(partitions: int) -> None:
 def test_ledger_adds_up_and_names_mechanisms() -> None:
     """The ledger's entries sum to the window budget and name both mechanisms."""
     p = HHHParams(epsilon=2.0, delta=1e-6, tau=10, partitions=3)
-    led = window_ledger(p, h=4)
+    led = budget_statement(p, h=4)
     assert math.isclose(sum(e["epsilon"] for e in led["entries"]), 2.0)
     assert math.isclose(sum(e["delta"] for e in led["entries"]), 1e-6)
     assert [e["mechanism"] for e in led["entries"]] == ["misra_gries_release/fresh", "substream_sizes"]
     assert led["entries"][0]["sketches"] == 12 and led["entries"][1]["releases"] == 12 and led["unit"] == "event"
-    one = window_ledger(HHHParams(epsilon=2.0, delta=1e-6, tau=10), h=4)
+    one = budget_statement(HHHParams(epsilon=2.0, delta=1e-6, tau=10), h=4)
     assert one["entries"][1]["mechanism"] == "window_size" and one["entries"][1]["releases"] == 1
 
 
@@ -200,3 +200,50 @@ def test_coverage_is_claimed_only_when_tau_is_at_least_two_alpha1() -> None:
     assert high["guarantees"]["alpha1"] * 2 <= 5000 and high["guarantees"]["coverage_holds"]
     assert not low["guarantees"]["coverage_holds"] and low["guarantees"]["coverage"].startswith("void")
     assert not point["guarantees"]["coverage_holds"]
+
+
+def test_verdicts_subtract_the_upper_ends_of_maximal_reported_descendants() -> None:
+    """residual_lower = lower − Σ upper over the maximal reported descendants (not all of them:
+    a /16 under a reported /8 counts for the /8, not for the root), and heavy iff it is >= τ."""
+    from privacy.hhh import HHHItem, with_verdicts
+
+    def item(level: int, prefix: str, lower: float, upper: float) -> HHHItem:
+        key = 0 if level == 0 else _ip(prefix.split("/")[0])
+        return HHHItem(level, key, prefix, lower, lower, 0.0, lower, upper)
+
+    items = [
+        item(2, "10.1.0.0/16", 400, 450),
+        item(2, "10.2.0.0/16", 300, 340),
+        item(1, "10.0.0.0/8", 1500, 1600),
+        item(1, "20.0.0.0/8", 900, 1000),
+        item(0, "0.0.0.0/0", 4000, 4100),
+    ]
+    got = {it.prefix: it for it in with_verdicts(items, H2, tau=800)}
+    assert got["10.1.0.0/16"].residual_lower == 400 and got["10.1.0.0/16"].verdict == "possible"
+    assert got["10.0.0.0/8"].residual_lower == 1500 - 450 - 340 and got["10.0.0.0/8"].verdict == "possible"
+    assert got["20.0.0.0/8"].residual_lower == 900 and got["20.0.0.0/8"].verdict == "heavy"
+    assert got["0.0.0.0/0"].residual_lower == 4000 - 1600 - 1000  # the /16s are under 10/8
+    assert got["0.0.0.0/0"].verdict == "heavy"
+    low = {it.prefix: it for it in with_verdicts(items, H2, tau=300)}
+    assert low["10.2.0.0/16"].verdict == "heavy" and low["10.0.0.0/8"].verdict == "heavy"
+
+
+def test_report_items_cap_the_residual_at_the_count() -> None:
+    from privacy.hhh import HHHItem
+
+    shown = HHHItem(1, 0, "10.0.0.0/8", residual=2097.0, count=1686.0, alpha1=1, lower=1500, upper=1800).as_dict()
+    assert shown["residual"] == 1686.0 and shown["count"] == 1686.0
+    assert HHHItem(1, 0, "x", residual=-5.0, count=10.0, alpha1=1, lower=0, upper=20).as_dict()["residual"] == 0.0
+
+
+def test_tau_share_is_taken_of_the_noisy_size() -> None:
+    """assemble_report(tau_share=φ): τ = φ·ñ from the released size, recorded with the share."""
+    hierarchy = IPv4Hierarchy([8, 16])
+    sketches = LevelSketches(hierarchy, 64, 1)
+    sketches.update(np.array([_ip("10.1.0.1")] * 600 + [_ip("20.1.0.1")] * 400, dtype=np.uint32))
+    params = HHHParams(epsilon=4, delta=1e-6, tau=1, counters=64)
+    report = release_window(sketches, params, rng=5, tau_share=0.3)
+    assert report["params"]["tau_share"] == 0.3
+    assert report["params"]["tau"] == pytest.approx(0.3 * report["window"]["n_noisy"])
+    with pytest.raises(ValueError, match="tau_share"):
+        release_window(sketches, params, rng=5, tau_share=1.5)

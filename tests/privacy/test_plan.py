@@ -1,4 +1,4 @@
-"""``dphhh plan`` (privacy/plan.py, stream/plan_cli.py): the same numbers as the reports, and a
+"""``dphhh plan`` (privacy/plan.py, stream/cli/plan.py): the same numbers as the reports, and a
 "detectable" figure that simulation confirms."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sketches.hierarchy import IPv4Hierarchy
 from sketches.level_sketches import LevelSketches
 from sketches.sizing import sketch_memory_bytes
 from stream.cli import main
-from stream.plan_cli import parse_size
+from stream.cli.plan import parse_size
 
 
 def test_default_alpha2_is_at_most_065_of_the_papers(capsys: pytest.CaptureFixture[str]) -> None:

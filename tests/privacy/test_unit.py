@@ -159,16 +159,16 @@ def test_weight_cap_calibrates_over_record_weights() -> None:
 def test_weighted_ledger_states_the_record_guarantee() -> None:
     """The window ledger of a weighted event-level unit states (ε, δ) per record and the unit-element
     calibration beside it; a mechanism not at that calibration is refused."""
-    from privacy.budget import window_ledger
+    from privacy.budget import budget_statement
     from privacy.params import HHHParams
 
     unit = PrivacyUnit(weight_cap=8, weight="packets")
     b = PrivacyBudget(1.0, 1e-6)
     ev = unit.event_budget(b)
-    led = window_ledger(HHHParams(epsilon=ev.epsilon, delta=ev.delta, tau=10), h=4, unit=unit, budget=b)
+    led = budget_statement(HHHParams(epsilon=ev.epsilon, delta=ev.delta, tau=10), h=4, unit=unit, budget=b)
     assert led["unit"] == "event" and led["epsilon"] == 1.0 and led["weight_cap"] == 8
     assert (
         "one record" in led["guarantee"] and "group privacy over 8 unit elements" in led["event_level"]["calibration"]
     )
     with pytest.raises(ValueError, match="not at the group-privacy calibration"):
-        window_ledger(HHHParams(epsilon=1.0, delta=1e-6, tau=10), h=4, unit=unit, budget=b)
+        budget_statement(HHHParams(epsilon=1.0, delta=1e-6, tau=10), h=4, unit=unit, budget=b)

@@ -229,3 +229,28 @@ def test_ipv6_level_sketches_count_every_element_once_per_level():
         for p in range(2):
             got.update(_labelled(ls.sketch(level, p), h, level))
         assert got == exact
+
+
+def test_the_one_router_is_what_level_sketches_and_the_stream_use() -> None:
+    """sketches.partition.route gives every value's key at each level to one partition, in input
+    order; LevelSketches.update and stream.wire.expand both go through it."""
+    import inspect
+
+    from sketches import level_sketches
+    from sketches.hierarchy import IPv4Hierarchy
+    from sketches.partition import partition_of, route
+    from stream import wire
+
+    hierarchy = IPv4Hierarchy([8, 16, 24])
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
+    weights = rng.integers(1, 9, 5000).astype(np.int64)
+    seen = {}
+    for level, p, keys, w in route(hierarchy, values, 4, weights):
+        all_keys = hierarchy.keys(values, level)
+        mine = partition_of(hierarchy, all_keys, level, 4) == p
+        assert np.array_equal(keys, all_keys[mine]) and np.array_equal(w, weights[mine])
+        seen[(level, p)] = keys.size
+    assert sum(seen.values()) == 3 * values.size
+    assert "route(" in inspect.getsource(level_sketches.LevelSketches.update)
+    assert "route(" in inspect.getsource(wire.expand)

@@ -40,11 +40,11 @@ def _hhh_err(capsys, path: Path, *extra: str) -> tuple[dict, str]:
 
 
 def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    """The batch report has the dphhh.report/1 envelope with params, guarantees, budget and hhh."""
+    """The batch report has the dphhh.report/2 envelope with params, guarantees, budget and hhh."""
     report, err = _hhh_err(
         capsys, _require(SYNACK), "--epsilon", "1", "--delta", "1e-6", "--tau", "1000", "--seed", "1"
     )
-    assert report["schema"] == "dphhh.report/1"
+    assert report["schema"] == "dphhh.report/2"
     assert set(report["params"]) == {
         "epsilon",
         "delta",
@@ -61,7 +61,7 @@ def test_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"alpha1", "alpha2", "threshold", "noise_bound"} <= set(report["guarantees"])
     assert isinstance(report["window"]["n_noisy"], int)
     assert report["budget"]["epsilon"] == 1.0
-    assert all({"prefix", "level", "estimate"} <= set(x) for x in report["hhh"])
+    assert all({"prefix", "level", "residual", "verdict"} <= set(x) for x in report["hhh"])
     # the capture's 4 non-IPv4 packets are valid records of another kind: counted nowhere
     assert report["diagnostics"] == {} and "not_ipv4" not in err and "operational" not in err
     assert "NOT private" in report["guarantees"]["randomness"]

@@ -347,7 +347,7 @@ def test_snapshot_lue_names_no_count_and_drops_values_outside_the_domain(capsys,
         "5",
     )
     _check_outputs(out, err, f)
-    full, https = (a["estimate"] for a in doc["answers"])
+    full, https = (a["count"] for a in doc["answers"])
     assert abs(full - VALID) < 100 and abs(https - GROUPS[0]) < 100
     assert doc["input"]["out_of_domain"].startswith("dropped")
 
@@ -396,7 +396,7 @@ def test_snapshot_with_nothing_readable_exits_1_without_a_count(capsys, tmp_path
     else:
         f = tmp_path / "e.csv"
         f.write_text("v\n" + "nope\n" * BAD)
-        argv = [module, "--input", str(f), "--column", "v", "--epsilon", "1", "--domain", "0:9"]
+        argv = [module, "--input", str(f), "--column", "v", "--epsilon", "1", "--domain", "0:9", "--query", "0:9"]
     code, out, err = _run(capsys, "snapshot", *argv)
     assert code == 1 and out == "", err
     op, rest = _split_stderr(_scrub(err, f))

@@ -509,3 +509,44 @@ def test_the_harness_keeps_flinks_rules() -> None:
             h.process(("a", 50, "text, not bytes"))
         with pytest.raises(TypeError, match="does not encode"):
             h.process(("a", 2**63, b""))
+
+
+def test_a_pair_hierarchy_streams_source_destination_pairs_to_2d_reports(tmp_path: Path) -> None:
+    """input.format packed-ipv4-pairs with hierarchy ipv4:8,16,24,32 x ipv4:8,16,24,32
+    (docs/ALGORITHMS.md §11): every element reaches the 24 node sketches, the 64-bit (/32, /32)
+    node's keys travel with their labels, and the window's report lists the planted pair as
+    'source prefix → destination prefix' with its node, states no 2-D coverage, and is byte for
+    byte what one offline LevelSketches release with the same seeded noise gives."""
+    cfg = _cfg(
+        tmp_path, "input.format=packed-ipv4-pairs", "hierarchy.spec=ipv4:8,16,24,32 x ipv4:8,16,24,32", windows=1
+    )
+    assert cfg.hierarchy.h == 24
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32)
+    dst = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32)
+    src[:2500] = np.uint32(0xC0000201)  # 192.0.2.1 → 203.0.113.5, one host pair: the /32 × /32 node
+    dst[:2500] = np.uint32(0xCB007105)
+    order = rng.permutation(4000)
+    src, dst = src[order], dst[order]
+    words = np.stack([src, dst], axis=1).astype(">u4").reshape(-1)
+    messages = [words[i : i + 400].tobytes() for i in range(0, words.size, 400)]
+    chain = _pipeline(cfg, tmp_path)
+    chain.send(pack_batch([ORIGIN + 5] * len(messages), messages))
+    chain.end_of_input()
+    ((ts, report),) = _reports(chain.outputs)
+    assert report["params"]["h"] == 24 and report["guarantees"]["coverage_holds"] is False
+    found = {x["prefix"]: x for x in report["hhh"]}
+    assert "192.0.2.1/32 → 203.0.113.5/32" in found and found["192.0.2.1/32 → 203.0.113.5/32"]["node"] == [4, 4]
+    # the offline release: the same sketches (the one router), the same seeded noise per (window, node)
+    hierarchy, params = cfg.hierarchy, cfg.params
+    noise = noise_source_factory(cfg.seed)
+    releases = []
+    for level in range(1, hierarchy.h + 1):
+        mg = MisraGries(params.counters)
+        mg.update(hierarchy.keys((src, dst), level))
+        releases.append(
+            release_sketch(level, 0, mg.counters(), mg.total, params=params, h=hierarchy.h, rng=noise(ORIGIN, level, 0))
+        )
+    asm = WindowAssembler(hierarchy, params, cfg.schedule(ORIGIN), ReleaseLedger(tmp_path / "offline"), seed=cfg.seed)
+    assert unstamp(chain.outputs[0])[1] == asm.report(ORIGIN, releases)[0]
+    chain.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privacy.budget import window_ledger
+from privacy.budget import budget_statement
 from privacy.checks import guarantee_warnings
 from privacy.params import HHHParams, PrivacyBudget
 from privacy.unit import PrivacyUnit
@@ -92,15 +92,15 @@ def test_warnings_for_weak_but_valid_parameters() -> None:
 
 
 def test_ledger_never_claims_a_user_level_guarantee_without_its_calibration() -> None:
-    """window_ledger states (ε, δ) per unit only when the mechanism's parameters are its group-privacy calibration."""
+    """budget_statement states (ε, δ) per unit only when the mechanism's parameters are its group-privacy calibration."""
     unit, budget = PrivacyUnit("user", "source address", 4), PrivacyBudget(1.0, 1e-6)
     event = unit.event_budget(budget)
     calibrated = HHHParams(epsilon=event.epsilon, delta=event.delta, tau=1000)
-    entry = window_ledger(calibrated, h=4, unit=unit, budget=budget)
+    entry = budget_statement(calibrated, h=4, unit=unit, budget=budget)
     assert entry["unit"] == "user" and entry["epsilon"] == 1.0 and "one privacy unit" in entry["guarantee"]
     assert math.isclose(entry["event_level"]["epsilon"], 0.25)
     with pytest.raises(ValueError, match="not at the group-privacy calibration"):
-        window_ledger(HHHParams(epsilon=1.0, delta=1e-6, tau=1000), h=4, unit=unit, budget=budget)
+        budget_statement(HHHParams(epsilon=1.0, delta=1e-6, tau=1000), h=4, unit=unit, budget=budget)
 
 
 def _assembler(tmp_path: Path, cfg, name: str = "ledger", origin: int = 0) -> WindowAssembler:

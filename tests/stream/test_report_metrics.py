@@ -33,3 +33,29 @@ def test_metrics_follow_the_latest_report_and_replace_its_prefixes() -> None:
     assert "dphhh_report_latency_seconds 12.5" in text
     for name in METRIC_NAMES:
         assert name in text, name
+
+
+def test_share_is_the_noisy_count_over_the_noisy_window_size() -> None:
+    """Each prefix's share is its noisy count over the report's noisy size (post-processing of the
+    report); a noisy size below 1 counts as 1, so that every prefix series has its share series (the
+    set of metric names must not depend on the noise, tests/e2e/test_side_channels.py), and shares
+    follow the latest report."""
+    metrics = ReportMetrics()
+    metrics.observe(
+        _report(
+            1_000_000_000,
+            8000,
+            [
+                {"level": 0, "prefix": "0.0.0.0/0", "count": 8000.0},
+                {"level": 4, "prefix": "10.1.2.3/32", "count": 2000.0},
+            ],
+        )
+    )
+    text = generate_latest(metrics.registry).decode()
+    assert 'dphhh_report_hhh_share{level="4",prefix="10.1.2.3/32"} 0.25' in text
+    assert 'dphhh_report_hhh_share{level="0",prefix="0.0.0.0/0"} 1.0' in text
+    metrics.observe(_report(1_000_010_000, -3, [{"level": 4, "prefix": "10.9.9.9/32", "count": 5.0}]))
+    text = generate_latest(metrics.registry).decode()
+    assert 'dphhh_report_hhh_count{level="4",prefix="10.9.9.9/32"} 5.0' in text
+    assert 'dphhh_report_hhh_share{level="4",prefix="10.9.9.9/32"} 5.0' in text  # 5 / max(-3, 1)
+    assert "10.1.2.3/32" not in text  # old shares gone

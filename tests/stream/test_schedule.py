@@ -166,7 +166,7 @@ def test_windows_due_at_a_start_counts_the_missed_windows() -> None:
 def test_the_embedded_default_run_is_a_new_deployment_each_time() -> None:
     """`dphhh run` without --config gets its own ledger, checkpoints and group per run (no schedule owed
     from an earlier run)."""
-    from stream.cli import embedded_run_overrides
+    from stream.cli.run import embedded_run_overrides
 
     first, second = (
         dict(o.split("=", 1) for o in embedded_run_overrides()),

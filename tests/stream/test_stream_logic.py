@@ -84,7 +84,7 @@ def test_assembler_fills_empty_sketches_and_replays_from_the_ledger(tmp_path: Pa
     first, replayed = asm.report(3000, [])
     assert not replayed
     report = json.loads(first)
-    assert report["window"]["start_ms"] == 3000 and report["schema"] == "dphhh.report/1"
+    assert report["window"]["start_ms"] == 3000 and report["schema"] == "dphhh.report/2"
     assert "secure" == report["guarantees"]["randomness"]
     again, replayed = asm.report(3000, [])
     assert replayed and again == first
@@ -167,7 +167,8 @@ def test_level_payloads_and_sketch_state_round_trip() -> None:
 def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monkeypatch) -> None:
     """Pass-through Kafka options may name an environment variable or a file; every client gets the
     resolved value, the public view masks them, and a missing secret is an error naming the key only."""
-    from stream.cli import build_parser, kafka_options
+    from stream.cli import build_parser
+    from stream.cli.options import kafka_options
 
     secret = tmp_path / "jaas"
     secret.write_text(

@@ -302,3 +302,47 @@ def test_validation_messages_are_prefixed() -> None:
     est = ahead_1d(np.arange(16), 16, AheadParams(1.0), rng=1)
     with pytest.raises(ValueError, match="^AHEAD-1D: range"):
         est.answer(5, 3)
+
+
+# ------------------------------------------------------------------------------------------
+# memory estimate (the CLI's guard, stream/cli/memory.py)
+# ------------------------------------------------------------------------------------------
+
+
+def _traced_peak(run) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    "sizes, branching",
+    [([1 << 16], 2), ([3**10], 3), ([512, 512], 2), ([1024, 1000], 2), ([256, 256], 4), ([128, 128, 128], 2)],
+)
+def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(sizes: list[int], branching: int) -> None:
+    """ahead_memory_bytes (public parameters only) is within a factor 2 of the peak numpy allocation
+    that tracemalloc measures, on domains where the grids dominate (few records, all in one cell)."""
+    from privacy.offline.ahead import ahead_memory_bytes, ahead_nd
+
+    values = np.zeros((2000, len(sizes)), dtype=np.int64)
+    values = values[:, 0] if len(sizes) == 1 else values
+    fn = ahead_lle if len(sizes) > 2 else ahead_nd
+    peak = _traced_peak(lambda: fn(values, sizes, AheadParams(1.0, branching=branching), rng=1))
+    estimate = ahead_memory_bytes(sizes, branching)
+    assert peak / 2 <= estimate <= 2 * peak, (estimate, peak)
+
+
+def test_memory_estimate_of_the_issue_case_is_hundreds_of_gib() -> None:
+    """Two 16-bit-ish columns are both padded to 65536: the dense grid alone is 8 * 2^32 bytes."""
+    from privacy.offline.ahead import ahead_memory_bytes
+
+    assert ahead_memory_bytes([65536, 1501], 2) > 8 * 2**32
+    assert ahead_memory_bytes([65536, 1501], 2) == ahead_memory_bytes([65536, 65536], 2)
+    assert ahead_memory_bytes([64], 2) < 1 << 20

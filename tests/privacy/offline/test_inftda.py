@@ -422,3 +422,58 @@ def test_secure_source_by_default() -> None:
     """Without rng the release uses the secure source and says nothing about seeding."""
     result = inftda(np.array([167772161] * 50, dtype=np.uint32), "ipv4:8", PARAMS)
     assert result.seeded is False and "NOT PRIVATE" not in result.guarantee()["text"]
+
+
+# --------------------------------------------------------------------------------------------
+# Memory per level, and the progress hook that may refuse a level
+# --------------------------------------------------------------------------------------------
+
+
+def test_level_memory_estimate_is_within_a_factor_two_of_the_measured_peak() -> None:
+    """inftda_level_memory_bytes(draws, widest) of the largest level is within a factor 2 of the
+    release's peak allocation (tracemalloc) when that level dominates."""
+    import tracemalloc
+
+    from privacy.offline.inftda import inftda_level_memory_bytes
+
+    rng = np.random.default_rng(0)
+    values = (rng.integers(0, 3, 3000).astype(np.uint32) << 24) | rng.integers(0, 1 << 24, 3000).astype(np.uint32)
+    draws: list[int] = []
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        inftda(values, parse_hierarchy("ipv4:8,24"), PARAMS, rng=1, progress=lambda lv, h, d: draws.append(d))
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    estimate = inftda_level_memory_bytes(draws[-1], 2**16)
+    assert draws[0] == 256 and draws[1] % 2**16 == 0
+    assert peak / 2 <= estimate <= 2 * peak, (estimate, peak)
+
+
+def test_progress_is_called_before_a_level_is_allocated_and_may_stop_the_release() -> None:
+    """The hook gets each level's public number of draws (kept parents × their child domains) before
+    the level is noised; an exception raised there stops the release."""
+    hierarchy = parse_hierarchy("ipv4:8,16")
+    values = _ipv4_values(np.random.default_rng(3), 500)
+    seen: list[tuple[int, int]] = []
+
+    def stop_at_two(level: int, h: int, draws: int) -> None:
+        seen.append((level, draws))
+        if level == 2:
+            raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        inftda(values, hierarchy, PARAMS, rng=4, progress=stop_at_two)
+    full = inftda(values, hierarchy, PARAMS, rng=4)
+    assert seen == [(1, 256), (2, full.noised[2])]
+
+
+def test_to_dict_with_beta_carries_each_levels_error_bound() -> None:
+    """to_dict(beta) puts error_bound(beta)[l] on level l and says what it means; without beta nothing."""
+    result = inftda(_ipv4_values(np.random.default_rng(3), 500), parse_hierarchy("ipv4:8,16"), PARAMS, rng=4)
+    report = json.loads(json.dumps(result.to_dict(beta=0.05)))
+    assert [lv["error_bound"] for lv in report["levels"]] == list(result.error_bound(0.05))
+    assert report["error_bounds"]["beta"] == 0.05 and "1 - beta" in report["error_bounds"]["text"]
+    assert "error_bounds" not in result.to_dict() and "error_bound" not in result.to_dict()["levels"][0]

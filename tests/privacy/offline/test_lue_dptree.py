@@ -489,3 +489,37 @@ def test_large_domain_reports_error_bound() -> None:
     assert result.to_dict()["expected_squared_error"]["kind"].startswith("upper bound")
     with pytest.raises(ValueError, match="needs an n x n covariance"):
         expected_query_error(tree, result.budgets, blue=True)
+
+
+# ---------------------------------------------------------------------------------- memory estimate
+
+
+@pytest.mark.parametrize("n, fanouts", [(1, 2), (2, 2), (1000, 16), (4097, 16), (12345, 7), (100, [3, 5, 7])])
+def test_node_count_matches_the_built_tree(n: int, fanouts) -> None:
+    """node_count predicts the size of the tree without building it."""
+    from privacy.offline.interval_tree import node_count
+
+    tree = IntervalTree.complete(n, fanouts) if isinstance(fanouts, int) else IntervalTree.from_fanouts(n, fanouts)
+    assert node_count(n, fanouts) == tree.size
+
+
+@pytest.mark.parametrize("n, fanout, blue", [(1000, 16, True), (20_000, 4, False), (65_536, 16, True)])
+def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(n: int, fanout: int, blue: bool) -> None:
+    """lue_memory_bytes (public parameters only) is within a factor 2 of the peak allocation that
+    tracemalloc measures while building the tree and releasing it (incl. BLUE's n x n matrices)."""
+    import tracemalloc
+
+    from privacy.offline.lue_dptree import lue_memory_bytes
+
+    values = np.random.default_rng(0).integers(1, n + 1, 2000)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        tree = IntervalTree.complete(n, fanout)
+        lue_dptree(values, tree, LueParams(epsilon=1.0, blue=blue), rng=1).to_dict()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    estimate = lue_memory_bytes(n, fanout, blue=blue)
+    assert peak / 2 <= estimate <= 2 * peak, (estimate, peak)

@@ -14,9 +14,13 @@ from typing import Any
 
 from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
 from privacy.plan import PlanInputs, make_plan
+from sketches.errors import UsageError
 from sketches.hierarchy import parse_hierarchy
 
-__all__ = ["add_plan_parser", "run_plan", "parse_size", "format_plan", "format_table"]
+from .options import parse_tau
+from .output import add_format_option, output_format, render
+
+__all__ = ["add_parser", "run", "parse_size", "format_plan", "format_table"]
 
 _UNITS = {
     "": 1,
@@ -45,14 +49,14 @@ def parse_size(text: str, where: str) -> int:
     """``"2GiB"``, ``"500MB"``, ``"1e6"``, ``"100k"`` → an integer (bytes or elements)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"{where} must be a number with an optional unit (k, M, G, KiB, MiB, GiB), got {text!r}")
+        raise UsageError(f"{where} must be a number with an optional unit (k, M, G, KiB, MiB, GiB), got {text!r}")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value < 1 or value != value:
-        raise ValueError(f"{where} must be >= 1, got {text!r}")
+        raise UsageError(f"{where} must be >= 1, got {text!r}")
     return int(value)
 
 
-def add_plan_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """The ``plan`` sub-command's options."""
     p = sub.add_parser(
         "plan",
@@ -65,7 +69,9 @@ def add_plan_parser(sub: Any) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="window privacy budget ε > 0")
     p.add_argument("--delta", type=float, default=1e-6, help="window privacy budget δ (default 1e-6)")
     p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
-    p.add_argument("--tau", type=float, default=None, help="HHH threshold (absolute count; optional)")
+    p.add_argument(
+        "--tau", type=parse_tau, default=None, help="HHH threshold: a count, or a share of --n such as 1%% (optional)"
+    )
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
     p.add_argument("--counters", type=int, default=1024, help="κ, counters per sketch (default 1024)")
     p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
@@ -84,16 +90,17 @@ def add_plan_parser(sub: Any) -> None:
         action="store_true",
         help=f"print what is detectable for ε in {TABLE_EPSILONS} and n in 1e5, 1e6, 1e7 instead",
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_format_option(p, "text")
 
 
 def _inputs(args: argparse.Namespace) -> PlanInputs:
+    n = parse_size(args.n, "--n")
     return PlanInputs(
-        n=parse_size(args.n, "--n"),
+        n=n,
         epsilon=args.epsilon,
         delta=args.delta,
         h=parse_hierarchy(args.hierarchy).h,
-        tau=args.tau,
+        tau=None if args.tau is None else args.tau.absolute(n),
         beta=args.beta,
         counters=args.counters,
         partitions=args.partitions,
@@ -121,7 +128,7 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
         "dphhh plan  (public inputs only; every report with these settings carries the same alpha values)",
         f"  window of ~{n:,} elements   hierarchy {hierarchy} (h={i['h']})   epsilon={i['epsilon']:g}  "
         f"delta={i['delta']:g}  beta={i['beta']:g}",
-        f"  kappa={i['counters']}  P={i['partitions']}  variant={i['variant']}  mode={i['mode']}  "
+        f"  counters={i['counters']}  partitions={i['partitions']}  variant={i['variant']}  mode={i['mode']}  "
         f"calibration={i['calibration']}"
         + (
             f"  group privacy over {i['unit_cap'] * i['weight_cap']} elements"
@@ -132,7 +139,7 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
         f"  release threshold T*        {plan['threshold']:>10.1f}   a prefix's noisy count must exceed it",
         f"  noise bound B               {plan['noise_bound']:>10}   every released value within ±B (prob. 1 - beta)",
         f"  alpha2 = T* + B             {plan['alpha2']:>10.1f}",
-        f"  sketch error n/(kappa+1)    {plan['sketch_error']:>10.1f}",
+        f"  sketch error n/(counters+1){plan['sketch_error']:>10.1f}",
         f"  alpha1                      {plan['alpha1']:>10.1f}   reported counts within ±alpha1",
         f"  coverage needs tau >=       {plan['coverage_min_tau']:>10.1f}   ({_percent(plan['coverage_min_tau'], n)} of n)",
         f"  detectable (p >= {plan['detect_probability']:g})       {plan['detectable']:>10,}   "
@@ -149,11 +156,11 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
     if rec:
         limit = f" within {_bytes(i['max_memory'])}" if i["max_memory"] else ""
         lines.append(
-            f"  recommended kappa{limit}: {rec['counters']} (alpha1 {rec['alpha1']:.1f}, "
+            f"  recommended counters{limit}: {rec['counters']} (alpha1 {rec['alpha1']:.1f}, "
             f"{_bytes(rec['memory_bytes'])} per window)"
         )
     else:
-        lines.append("  recommended kappa: none fits --max-memory (raise it, or lower P or the hierarchy's levels)")
+        lines.append("  recommended counters: none fits --max-memory (raise it, or lower P or the hierarchy's levels)")
     return "\n".join(lines)
 
 
@@ -193,13 +200,17 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def run_plan(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``dphhh plan``."""
     inputs = _inputs(args)
+    fmt = output_format(args)
     if args.table:
         rows = table_rows(inputs)
-        print(json.dumps(rows, indent=2) if args.json else format_table(rows))
+        if fmt == "json":
+            print(json.dumps(rows, indent=2))
+        else:
+            print(render({"rows": rows}, "csv") if fmt == "csv" else format_table(rows))
         return 0
     plan = make_plan(inputs)
-    print(json.dumps(plan, indent=2) if args.json else format_plan(plan, args.hierarchy))
+    print(render(plan, fmt, text=lambda doc: format_plan(doc, args.hierarchy)))
     return 0

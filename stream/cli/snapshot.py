@@ -28,19 +28,40 @@ the thresholds and variances computed from them.
   silently (there is no boundary path to clamp to); every IPv4 address is in the domain. Under
   ``--neighbours substitution`` the released total is the exact number of in-domain paths (that
   relation treats it as public) and the guarantee covers substitutions within the domain.
-* ``hhh``: the domain is every IPv4 address or every path of the hierarchy's depth: nothing is
-  outside it (paths of another depth are records of another kind, see above).
+* ``hhh``: the domain is every IPv4 or IPv6 address or every path of the hierarchy's depth:
+  nothing is outside it (paths of another depth are records of another kind, see above).
 
 A snapshot without a single readable value exits with status 1 (``input: no readable record in
 FILE (...)``, no count), like ``dphhh hhh``; usage errors exit 2. Range modules answer ``--query
-a:b`` (repeatable) and ``--queries FILE`` (one ``a:b`` per line) with noisy estimates. Progress
-goes to stderr on long reads as a fraction of the file.
+a:b`` (repeatable) and ``--queries FILE`` (one ``a:b`` per line) with noisy estimates (``count``
+for lue, ``fraction`` for ahead); at least one range is required, and every range is checked
+against the domain, before the input is read (a release without a question would spend the
+budget for nothing). Progress goes to stderr on long reads as a fraction of the file.
+
+**Memory guards** (:mod:`stream.cli.memory`, ``--max-memory``, default 80 % of the memory
+available at start): what follows from public parameters is predicted and refused *before the
+input is read* (and before standard input is spooled), with the estimate and the option that
+reduces it — AHEAD's dense grids (every column padded to the smallest power ``b^L`` of
+``--branching`` covering the largest ``--domain``, :func:`privacy.offline.ahead.ahead_memory_bytes`),
+LUE-DPTree's tree over ``--domain`` (:func:`privacy.offline.lue_dptree.lue_memory_bytes`), and
+InfTDA's first level. InfTDA's later levels noise every public child of each *kept* prefix, a
+number known only once the previous level is released (it is public then: the progress line
+prints it); each level is checked then, before its arrays are allocated
+(:func:`privacy.offline.inftda.inftda_level_memory_bytes`), and a refusal prints nothing else.
+``snapshot hhh`` allocates in proportion to the distinct prefixes of the input only (not public).
+
+**Error statements.** ``hhh``: every reported prefix has ``verdict`` (``heavy`` / ``possible``,
+as ``dphhh hhh``), ``count`` and ``[lower, upper]``, an interval of its exact conditioned count
+holding for all reported prefixes at once with probability >= 1 − ``--beta``
+(:func:`privacy.offline.hhh_offline.with_intervals`). ``inftda``: every level has
+``error_bound``, a bound on ``|released − true|`` of each of its prefixes, jointly with probability
+>= 1 − ``--beta`` (:meth:`privacy.offline.inftda.InfTDAResult.error_bound`, docs/ALGORITHMS.md §7).
+IPv6 hierarchies (``--hierarchy ipv6:LENGTHS``) are read by ``hhh`` from text, csv or jsonl.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -51,8 +72,13 @@ import numpy as np
 
 from connectors.skips import NoReadableInput, no_readable_message
 from connectors.snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot
+from connectors.spool import spooled_input
+from sketches.errors import UsageError
 
-__all__ = ["add_snapshot_parser", "run_snapshot", "parse_range", "read_ranges"]
+from .memory import add_max_memory_option, check_memory, parse_max_memory
+from .output import add_format_option, output_format, render
+
+__all__ = ["add_parser", "run", "parse_range", "read_ranges"]
 
 SCHEMA = "dphhh.snapshot/1"
 
@@ -63,7 +89,7 @@ OUT_OF_DOMAIN = {
     "perturbing), without being counted: fractions are over all records",
     "inftda": "path hierarchies: paths not in the public --domain list are dropped without being counted; "
     "IPv4: every address is in the domain",
-    "hhh": "none: the domain is every IPv4 address or every path of the hierarchy's depth",
+    "hhh": "none: the domain is every IPv4 or IPv6 address or every path of the hierarchy's depth",
 }
 
 #: Bounds a --domain may have: integers too large for 64 bits, read as ±(2^63 - 1)
@@ -102,9 +128,9 @@ def parse_range(text: str, where: str = "--query") -> tuple[int, int]:
             raise ValueError
         a, b = int(lo), int(hi)
     except ValueError:
-        raise ValueError(f"{where}: expected a range a:b of integers, got {text!r}") from None
+        raise UsageError(f"{where}: expected a range a:b of integers, got {text!r}") from None
     if a > b:
-        raise ValueError(f"{where}: range {text!r} is empty (a > b)")
+        raise UsageError(f"{where}: range {text!r} is empty (a > b)")
     return a, b
 
 
@@ -114,7 +140,7 @@ def read_ranges(path: str, where: str = "--queries") -> list[tuple[str, float]]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ValueError(f"{where}: cannot read {path}: {exc.strerror}") from None
+        raise UsageError(f"{where}: cannot read {path}: {exc.strerror}") from None
     for number, line in enumerate(lines, start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -123,9 +149,9 @@ def read_ranges(path: str, where: str = "--queries") -> list[tuple[str, float]]:
         try:
             w = float(weight) if weight.strip() else 1.0
         except ValueError:
-            raise ValueError(f"{where}: line {number}: bad weight {weight!r}") from None
+            raise UsageError(f"{where}: line {number}: bad weight {weight!r}") from None
         if not w > 0:
-            raise ValueError(f"{where}: line {number}: weight must be > 0")
+            raise UsageError(f"{where}: line {number}: weight must be > 0")
         out.append((rng.strip(), w))
     return out
 
@@ -151,6 +177,7 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="seed the noise (tests and experiments only: the output is then NOT private)",
     )
+    add_format_option(p, "json")
 
 
 def _common(p: argparse.ArgumentParser, *, delta: bool = True) -> None:
@@ -168,7 +195,7 @@ _COUNTS_NOTE = (
 )
 
 
-def add_snapshot_parser(sub) -> None:
+def add_parser(sub: Any) -> None:
     """The ``snapshot`` subcommand and its four modules."""
     snap = sub.add_parser(
         "snapshot",
@@ -209,6 +236,7 @@ def add_snapshot_parser(sub) -> None:
         help="public query distribution for the budgets: lines a:b[,weight] (default: all ranges)",
     )
     _range_options(p)
+    add_max_memory_option(p)
     _add_inftda(mods)
     _add_hhh(mods)
     _add_ahead(mods)
@@ -250,6 +278,13 @@ def _add_inftda(mods) -> None:
         help="path hierarchies: the PUBLIC list of every possible path, one per line "
         "(input paths not in it are dropped, uncounted)",
     )
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=0.05,
+        help="failure probability of the per-level error bounds (default 0.05)",
+    )
+    add_max_memory_option(p)
 
 
 def _add_hhh(mods) -> None:
@@ -263,9 +298,18 @@ def _add_hhh(mods) -> None:
         "out, uncounted). " + _COUNTS_NOTE,
     )
     _common(p)
-    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS or path:DEPTH")
+    p.add_argument(
+        "--hierarchy",
+        default="ipv4:8,16,24,32",
+        help="ipv4:LENGTHS, ipv6:LENGTHS (text, csv or jsonl input) or path:DEPTH (default ipv4:8,16,24,32)",
+    )
     p.add_argument("--tau", type=float, required=True, help="HHH threshold (absolute count)")
-    p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=0.05,
+        help="failure probability of the guarantees and of the [lower, upper] intervals (default 0.05)",
+    )
     p.add_argument(
         "--algorithm",
         choices=("auto", "algorithm1", "baseline"),
@@ -307,6 +351,7 @@ def _add_ahead(mods) -> None:
         help="frequency oracle (default auto: GRR on small decompositions, else OUE)",
     )
     _range_options(p, "A:B[,C:D...]", "answer this range (a box: one a:b per column, comma-separated); repeatable")
+    add_max_memory_option(p)
 
 
 def _range_options(
@@ -317,27 +362,39 @@ def _range_options(
 
 
 def _queries(args: argparse.Namespace) -> list[str]:
+    """The ranges of ``--query`` and ``--queries``; at least one (checked before any work: a
+    release that answers nothing would spend the budget for nothing)."""
     out = list(args.query)
     if args.queries:
         out += [r for r, _ in read_ranges(args.queries)]
+    if not out:
+        raise UsageError(
+            f"--query: snapshot {args.module} answers range queries and releases nothing else: give at least "
+            "one --query A:B or a --queries FILE (one range per line)"
+        )
     return out
 
 
 _HINTS = {
     "ipv4": "this module reads IPv4 dotted quads (or the packets of a capture); check --column and the file",
+    "ipv6": "--hierarchy ipv6 reads IPv6 addresses from text, csv or jsonl; for dotted quads or captures use "
+    "--hierarchy ipv4:LENGTHS",
     "int": "this module reads integer literals; check --column and the file",
     "path": "this module reads /-paths of exactly the hierarchy's depth; check --hierarchy path:DEPTH",
 }
 
 
 def _read(args: argparse.Namespace, kind: str, **kw: Any) -> SnapshotValues:
-    """Read the snapshot; print the operational line of unparsable rows (stderr); refuse an
-    input without a readable value (:class:`NoReadableInput`, exit 1, no count in the message)."""
+    """Read the snapshot (standard input and gzip files are spooled to a private temporary file
+    first, :func:`~connectors.spool.spooled_input`: here, after every check that needs no input);
+    print the operational line of unparsable rows (stderr); refuse an input without a readable
+    value (:class:`NoReadableInput`, exit 1, no count in the message)."""
     progress = _Progress(args.input)
     try:
-        snapshot = read_snapshot(
-            args.input, kind=kind, input_format=args.input_format, columns=args.column, progress=progress, **kw
-        )
+        with spooled_input(args.input) as path:
+            snapshot = read_snapshot(
+                path, kind=kind, input_format=args.input_format, columns=args.column, progress=progress, **kw
+            )
     finally:
         progress.done()
     line = snapshot.skips.operational_line(f"dphhh snapshot {args.module}")
@@ -352,7 +409,7 @@ def _domain(text: str) -> tuple[int, int]:
     """A ``--domain LO:HI`` of integers within ±2^62 (so that saturated huge values lie outside)."""
     lo, hi = parse_range(text, "--domain")
     if lo < -DOMAIN_LIMIT or hi > DOMAIN_LIMIT:
-        raise ValueError(f"--domain: bounds must lie within -{DOMAIN_LIMIT}..{DOMAIN_LIMIT}, got {text!r}")
+        raise UsageError(f"--domain: bounds must lie within -{DOMAIN_LIMIT}..{DOMAIN_LIMIT}, got {text!r}")
     return lo, hi
 
 
@@ -403,39 +460,52 @@ def _without_user_counts(value: Any) -> Any:
     return value
 
 
+def _fanouts(args: argparse.Namespace) -> int | list[int]:
+    if args.fanouts:
+        try:
+            return [int(f) for f in args.fanouts.split(",")]
+        except ValueError:
+            raise UsageError(f"--fanouts: expected integers like 16,16,16, got {args.fanouts!r}") from None
+    return args.fanout or 16
+
+
 def _run_lue(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.interval_tree import IntervalTree
-    from privacy.offline.lue_dptree import LueParams, Workload, lue_dptree
+    from privacy.offline.interval_tree import IntervalTree, node_count
+    from privacy.offline.lue_dptree import EXACT_BLUE_ERROR_MAX_N, LueParams, Workload, lue_dptree, lue_memory_bytes
 
     lo, hi = _domain(args.domain)
     n = hi - lo + 1
     params = LueParams(epsilon=args.epsilon, budgets=args.budgets, blue=not args.no_blue)
-    if args.fanouts:
-        try:
-            fanouts = [int(f) for f in args.fanouts.split(",")]
-        except ValueError:
-            raise ValueError(f"--fanouts: expected integers like 16,16,16, got {args.fanouts!r}") from None
-        tree = IntervalTree.from_fanouts(n, fanouts)
-    else:
-        tree = IntervalTree.complete(n, args.fanout or 16)
-    workload = None
+    fanouts = _fanouts(args)
+    queries = []
+    for text in _queries(args):  # all checked before any work
+        a, b = parse_range(text)
+        if a < lo or b > hi:
+            raise UsageError(f"--query: range {text} is outside the domain {lo}:{hi}")
+        queries.append((a, b))
+    ranges = []
     if args.workload:
-        ranges = []
         for text, weight in read_ranges(args.workload, "--workload"):
             a, b = parse_range(text, "--workload")
             if a < lo or b > hi:
-                raise ValueError(f"--workload: range {text} is outside the domain {lo}:{hi}")
+                raise UsageError(f"--workload: range {text} is outside the domain {lo}:{hi}")
             ranges.append((a - lo + 1, b - lo + 1, weight))
-        workload = Workload.from_ranges(tree, ranges)
+    limit = parse_max_memory(args.max_memory)
+    nodes = node_count(n, fanouts)
+    blue_matrices = params.blue and n <= EXACT_BLUE_ERROR_MAX_N
+    check_memory(
+        lue_memory_bytes(n, fanouts, blue=params.blue, workload_ranges=len(ranges)),
+        f"--domain: LUE-DPTree over {lo}:{hi} ({n:,} values, a tree of {nodes:,} nodes)",
+        "use a narrower --domain or bucket the values (the tree has a leaf per value)"
+        + ("; --no-blue skips BLUE's exact n x n error matrices" if blue_matrices else ""),
+        limit,
+    )
+    tree = IntervalTree.from_fanouts(n, fanouts) if isinstance(fanouts, list) else IntervalTree.complete(n, fanouts)
+    workload = Workload.from_ranges(tree, ranges) if ranges else None
     snapshot = _read(args, "int")
     values = _drop_outside(np.asarray(snapshot.values, dtype=np.int64), lo, hi)
     result = lue_dptree(values - lo + 1, tree, params, queries=workload, rng=args.seed)
-    answers = []
-    for text in _queries(args):
-        a, b = parse_range(text)
-        if a < lo or b > hi:
-            raise ValueError(f"--query: range {text} is outside the domain {lo}:{hi}")
-        answers.append({"range": f"{a}:{b}", "estimate": float(result.answer(a - lo + 1, b - lo + 1))})
+    answers = [{"range": f"{a}:{b}", "count": float(result.answer(a - lo + 1, b - lo + 1))} for a, b in queries]
     budget = {
         "epsilon": params.epsilon,
         "delta": 0.0,
@@ -445,25 +515,58 @@ def _run_lue(args: argparse.Namespace) -> dict[str, Any]:
     return _envelope(args, snapshot, result.to_dict(), budget, answers)
 
 
+def _inftda_widest(hierarchy: Any, domain: Any, level: int) -> int:
+    """The widest public child domain of a level-``level − 1`` prefix."""
+    if domain is not None:
+        return int(domain.max_children(level))
+    lengths = (0, *hierarchy.prefix_lengths)
+    return 2 ** (lengths[level] - lengths[level - 1])
+
+
+_INFTDA_HINT = (
+    "use a --hierarchy with smaller steps between prefix lengths (every kept prefix noises each of its "
+    "2^step children; e.g. ipv4:8,16,24,32)"
+)
+
+
 def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.inftda import InfTDAParams, PathDomain, inftda
+    from privacy.offline.inftda import InfTDAParams, PathDomain, inftda, inftda_level_memory_bytes
+    from privacy.params import check_open_unit
     from sketches.hierarchy import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
     params = InfTDAParams(
         epsilon=args.epsilon, delta=args.delta, rho=args.rho, neighbours=args.neighbours, contribution=args.contribution
     )
+    beta = check_open_unit("InfTDA", "beta", args.beta)
     domain = None
     if hierarchy.kind == "path":
         if not args.domain:
-            raise ValueError(
+            raise UsageError(
                 "--domain: a path hierarchy needs the public list of possible paths (--domain FILE); "
                 "the paths seen in the data cannot be used as the domain"
             )
         domain_paths = read_snapshot(args.domain, kind="path", input_format="text", path_depth=hierarchy.h).values
         domain = PathDomain.from_paths(domain_paths)
     elif args.domain:
-        raise ValueError("--domain applies to path hierarchies only")
+        raise UsageError("--domain applies to path hierarchies only")
+    elif hierarchy.kind != "ipv4":
+        raise UsageError(
+            f"--hierarchy: snapshot inftda enumerates every public child of a prefix: ipv4:LENGTHS or "
+            f"path:DEPTH (with --domain), not {hierarchy.kind}"
+        )
+    limit = parse_max_memory(args.max_memory)
+
+    def check_level(level: int, draws: int) -> None:
+        widest = _inftda_widest(hierarchy, domain, level)
+        check_memory(
+            inftda_level_memory_bytes(draws, widest),
+            f"--hierarchy: InfTDA level {level}/{hierarchy.h} noises {draws:,} child counts ({widest:,} per prefix)",
+            _INFTDA_HINT,
+            limit,
+        )
+
+    check_level(1, _inftda_widest(hierarchy, domain, 1))  # the root's children: known before reading
     snapshot = _read(
         args,
         "path" if hierarchy.kind == "path" else "ipv4",
@@ -474,6 +577,8 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
         values = [v for v in values if domain.contains(v)]
 
     def level_progress(level: int, h: int, draws: int) -> None:
+        # draws follows from the released previous level and the public domain: public
+        check_level(level, draws)
         print(
             f"dphhh snapshot inftda: level {level}/{h}: noising {draws:,} child counts ...", file=sys.stderr, flush=True
         )
@@ -487,7 +592,7 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
         "mechanism": "InfTDA (discrete Gaussian per level, TopDown with IntOPT)",
         "neighbours": g.get("neighbours"),
     }
-    return _envelope(args, snapshot, result.to_dict(), budget)
+    return _envelope(args, snapshot, result.to_dict(beta=beta), budget)
 
 
 def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
@@ -498,6 +603,8 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
     from sketches.hierarchy import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
+    if hierarchy.kind not in ("ipv4", "ipv6", "path"):
+        raise UsageError(f"--hierarchy: snapshot hhh reads IPv4 or IPv6 addresses or paths, not {hierarchy.kind}")
     params = OfflineHHHParams(epsilon=args.epsilon, delta=args.delta, tau=args.tau, beta=args.beta)
     choice, plan = args.algorithm, None
     if choice == "auto":
@@ -509,7 +616,7 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
                 f"epsilon={args.epsilon:g}, delta={args.delta:g}): the stability-histogram baseline runs"
             )
         elif args.expected_n is None:
-            raise ValueError(
+            raise UsageError(
                 "--expected-n: the planner needs a public estimate of the number of records when "
                 "tau allows Algorithm 1; give --expected-n N or choose --algorithm"
             )
@@ -519,10 +626,8 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
         print(f"dphhh snapshot hhh: planner: {reason}", file=sys.stderr)
     if hierarchy.kind == "path":
         snapshot = _read(args, "path", path_depth=hierarchy.h)
-    elif hierarchy.kind == "ipv4":
-        snapshot = _read(args, "ipv4")
     else:
-        raise ValueError(f"--hierarchy: snapshot hhh reads IPv4 addresses or paths, not {hierarchy.kind}")
+        snapshot = _read(args, hierarchy.kind)
     run = algorithm1_hhh if choice == "algorithm1" else stability_histogram_hhh
     result = run(snapshot.values, hierarchy, params, rng=args.seed)
     out = result.to_dict()
@@ -538,19 +643,50 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.ahead import AheadParams, ahead_lle, ahead_nd
+    from privacy.offline.ahead import AheadParams, ahead_lle, ahead_memory_bytes, ahead_nd
 
     params = AheadParams(epsilon=args.epsilon, branching=args.branching, oracle=args.oracle)
     dims = max(len(args.column), 1)
     if len(args.domain) != dims:
-        raise ValueError(f"--domain: give one LO:HI per column ({dims} expected, {len(args.domain)} given)")
+        raise UsageError(f"--domain: give one LO:HI per column ({dims} expected, {len(args.domain)} given)")
     bounds = [_domain(d) for d in args.domain]
+    for (lo, hi), text in zip(bounds, args.domain):
+        if hi <= lo:
+            raise UsageError(f"--domain: AHEAD needs at least two values per column, got {text!r}")
+    boxes = []
+    for text in _queries(args):  # all checked before any work
+        parts = [parse_range(part) for part in text.split(",")]
+        if len(parts) != dims:
+            raise UsageError(f"--query: {text!r} needs one a:b per column ({dims})")
+        for (a, b), (lo, hi) in zip(parts, bounds):
+            if a < lo or b > hi:
+                raise UsageError(f"--query: range {a}:{b} is outside the domain {lo}:{hi}")
+        boxes.append((text, [(a - lo, b - lo) for (a, b), (lo, _) in zip(parts, bounds)]))
+    sizes = [hi - lo + 1 for lo, hi in bounds]
+    limit = parse_max_memory(args.max_memory)
+    b = params.branching
+    height = 0
+    while b**height < max(sizes):
+        height += 1
+    side = b**height
+    if dims > 2:
+        what = (
+            f"--domain: AHEAD-LLE over {dims * (dims - 1) // 2} pairs of columns, each pair padded to up to "
+            f"{side:,} x {side:,}"
+        )
+    else:
+        what = f"--domain: AHEAD over {' x '.join(f'{side:,}' for _ in sizes)}"
+    check_memory(
+        ahead_memory_bytes(sizes, b),
+        what + f" (every column is padded to {b}^{height}, the largest --domain rounded up to a power of --branching)",
+        "use a coarser --domain (bucket the values, e.g. port // 64) or fewer columns",
+        limit,
+    )
     lows, highs = np.array(bounds).T
     if dims == 1:
         lows, highs = lows[0], highs[0]
     snapshot = _read(args, "int")
     values = _clamp(np.asarray(snapshot.values, dtype=np.int64), lows, highs)
-    sizes = [hi - lo + 1 for lo, hi in bounds]
     shifted = values - lows
     estimator = (
         ahead_lle(shifted, sizes, params, rng=args.seed)
@@ -558,14 +694,7 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
         else ahead_nd(shifted, sizes, params, rng=args.seed)
     )
     answers = []
-    for text in _queries(args):
-        parts = [parse_range(part) for part in text.split(",")]
-        if len(parts) != dims:
-            raise ValueError(f"--query: {text!r} needs one a:b per column ({dims})")
-        for (a, b), (lo, hi) in zip(parts, bounds):
-            if a < lo or b > hi:
-                raise ValueError(f"--query: range {a}:{b} is outside the domain {lo}:{hi}")
-        local = [(a - lo, b - lo) for (a, b), (lo, _) in zip(parts, bounds)]
+    for text, local in boxes:
         fraction = estimator.answer(*local)  # 1-D too: answer((lo, hi)) is answer(lo, hi)
         answers.append({"range": text, "fraction": float(fraction)})
     budget = {
@@ -588,14 +717,14 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
 }
 
 
-def run_snapshot(args: argparse.Namespace, out=None) -> int:
-    """Run ``dphhh snapshot MODULE``; prints the JSON document; returns the exit status."""
+def run(args: argparse.Namespace, out=None) -> int:
+    """Run ``dphhh snapshot MODULE``; prints the document (``--format``); returns the exit status."""
     started = time.monotonic()
-    doc = RUNNERS[args.module](args)
+    doc = RUNNERS[args.module](args)  # each runner checks what needs no input, then reads it (_read)
     if args.seed is not None:
         print(
             f"dphhh snapshot {args.module}: warning: --seed makes the noise reproducible: NOT private", file=sys.stderr
         )
-    print(json.dumps(doc, indent=2), file=out or sys.stdout)
+    print(render(doc, output_format(args)), file=out or sys.stdout)
     print(f"dphhh snapshot {args.module}: done in {time.monotonic() - started:.2f} s", file=sys.stderr)
     return 0

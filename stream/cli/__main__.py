@@ -1,0 +1,7 @@
+"""``python -m stream.cli`` runs the ``dphhh`` command."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

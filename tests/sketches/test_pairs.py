@@ -1,0 +1,149 @@
+"""Pair hierarchies (sketches/pairs.py, docs/ALGORITHMS.md §11): the lattice, collision-free keys,
+and the prefix relations (generalises, ancestor, meet) against a brute-force definition."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+
+import numpy as np
+import pytest
+
+from sketches.hierarchy import IPv4Hierarchy, PathHierarchy, parse_hierarchy
+from sketches.level_sketches import LevelSketches
+from sketches.pairs import PairHierarchy
+
+BYTES = "ipv4:8,16,24,32 x ipv4:8,16,24,32"
+
+
+def _random_pairs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    pool_a = rng.integers(0, 2**32, 40, dtype=np.uint64).astype(np.uint32)
+    pool_b = rng.integers(0, 2**32, 40, dtype=np.uint64).astype(np.uint32)
+    # shared prefixes so that relations hold between distinct pairs
+    pool_a[:20] = (pool_a[:20] & np.uint32(0x0000FFFF)) | np.uint32(0x0A140000)
+    pool_b[:20] = (pool_b[:20] & np.uint32(0x000000FF)) | np.uint32(0xC6336400)
+    return rng.choice(pool_a, n), rng.choice(pool_b, n)
+
+
+def test_the_lattice_of_byte_levels_has_24_sketched_nodes_finest_last() -> None:
+    h = parse_hierarchy(BYTES)
+    assert isinstance(h, PairHierarchy) and h.h == 24
+    assert h.node(0) == (0, 0) and h.nodes[-1] == (4, 4)
+    sums = [a + b for a, b in h.nodes]
+    assert sums == sorted(sums) and len(set(h.nodes)) == 24
+    assert parse_hierarchy("ipv4:8,16 × ipv4:24").spec() == "ipv4:8,16 x ipv4:24"
+    with pytest.raises(ValueError, match="hierarchy"):
+        parse_hierarchy("ipv4:8 x ")
+
+
+def test_keys_are_non_negative_exact_and_decode_to_their_prefixes() -> None:
+    h = parse_hierarchy(BYTES)
+    a, b = _random_pairs(3000, 1)
+    for level in range(1, h.h + 1):
+        la, lb = h.node(level)
+        keys = h.keys((a, b), level)
+        assert keys.dtype == np.int64 and (keys >= 0).all()
+        for i in range(0, 3000, 211):
+            want_a = int(a[i]) & h.first.mask(la)
+            want_b = int(b[i]) & h.second.mask(lb)
+            assert h.decode(int(keys[i]), level) == (want_a, want_b)
+            assert h.label(int(keys[i]), level) == f"{h.first.label(want_a, la)} → {h.second.label(want_b, lb)}"
+        # distinct pairs of prefixes get distinct keys, equal ones equal keys (collision-free)
+        prefixes = {(int(x) & h.first.mask(la), int(y) & h.second.mask(lb)) for x, y in zip(a, b)}
+        assert len(set(keys.tolist())) == len(prefixes)
+
+
+def test_the_64_bit_node_refuses_a_collision_rather_than_merging(monkeypatch) -> None:
+    import sketches.pairs as pairs
+
+    h = parse_hierarchy(BYTES)
+    monkeypatch.setattr(pairs, "_mix", lambda packed: np.zeros(packed.shape[0], dtype=np.int64))
+    with pytest.raises(ValueError, match="collision"):
+        h.keys((np.array([1, 2], np.uint32), np.array([3, 4], np.uint32)), 24)
+
+
+def test_the_64_bit_node_remembers_every_pair_across_batches_and_refuses_a_later_collision(monkeypatch) -> None:
+    """The /32 × /32 table outlives its batches (it grows past its first size) and a key met again
+    for another pair in a later batch is refused, not merged."""
+    import sketches.pairs as pairs
+
+    h = parse_hierarchy(BYTES)
+    rng = np.random.default_rng(4)
+    batches = [
+        (
+            rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32),
+            rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32),
+        )
+        for _ in range(4)
+    ]
+    keys = [h.keys(batch, 24) for batch in batches]
+    for (a, b), k in zip(batches, keys):
+        for i in (0, 1234, 2999):
+            assert h.decode(int(k[i]), 24) == (int(a[i]), int(b[i]))
+    labels = h.labels_of(np.concatenate(keys), 24)
+    assert len(labels) == len({(int(x), int(y)) for a, b in batches for x, y in zip(a, b)})
+    other = parse_hierarchy(BYTES)
+    other.remember(24, labels)
+    assert other.labels_of(keys[2], 24) == h.labels_of(keys[2], 24)
+    with pytest.raises(ValueError, match="unknown key"):
+        parse_hierarchy(BYTES).decode(int(keys[0][0]), 24)
+
+    fresh = parse_hierarchy(BYTES)
+    monkeypatch.setattr(pairs, "_mix", lambda packed: (packed % np.uint64(7)).astype(np.int64))
+    fresh.keys((np.array([0, 0], np.uint32), np.array([7, 7], np.uint32)), 24)  # one pair twice: fine
+    with pytest.raises(ValueError, match="collision"):
+        fresh.keys((np.array([0], np.uint32), np.array([14], np.uint32)), 24)  # key 0 again, another pair
+
+
+def test_generalises_ancestor_and_meet_match_the_prefix_definition() -> None:
+    h = PairHierarchy(IPv4Hierarchy([8, 16]), IPv4Hierarchy([8, 16]))
+    a, b = _random_pairs(60, 2)
+    pairs = []
+    for level in range(1, h.h + 1):
+        for k in set(h.keys((a, b), level).tolist()):
+            pairs.append((k, level))
+
+    def net(key: int, level: int) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
+        x, y = h.side_labels(key, level)
+        return ipaddress.IPv4Network(x), ipaddress.IPv4Network(y)
+
+    for (k1, l1), (k2, l2) in itertools.product(pairs[:80], pairs[:80]):
+        n1, n2 = net(k1, l1), net(k2, l2)
+        want = n2[0].subnet_of(n1[0]) and n2[1].subnet_of(n1[1])
+        assert h.generalises(k1, l1, k2, l2) == want
+        if want and l1 != 0:
+            assert h.ancestor(k2, l2, l1) == k1
+        meet = h.meet(k1, l1, k2, l2)
+        overlap = n1[0].overlaps(n2[0]) and n1[1].overlaps(n2[1])
+        assert (meet is not None) == overlap
+        if meet is not None:
+            m = net(*meet) if meet[1] else (ipaddress.IPv4Network("0.0.0.0/0"),) * 2
+            assert m[0] == min(n1[0], n2[0], key=lambda x: -x.prefixlen) and m[1] == min(
+                n1[1], n2[1], key=lambda x: -x.prefixlen
+            )
+
+
+def test_level_sketches_hold_each_node_exactly_when_kappa_is_large() -> None:
+    h = parse_hierarchy("ipv4:8,16 x ipv4:8")
+    a, b = _random_pairs(2000, 3)
+    sketches = LevelSketches(h, 4096, 1)
+    sketches.update((a, b))
+    for level in range(1, h.h + 1):
+        keys, counts = np.unique(h.keys((a, b), level), return_counts=True)
+        got = sketches.sketch(level).counters()
+        assert got == dict(zip(keys.tolist(), counts.tolist()))
+
+
+def test_other_sides_use_hashed_keys_with_labels() -> None:
+    h = PairHierarchy(PathHierarchy(2), IPv4Hierarchy([8]))
+    paths = ["de/berlin", "de/bonn", "fr/paris"] * 3
+    dst = np.array([0x0A000001] * 9, dtype=np.uint32)
+    level = h.level_of((2, 1))
+    keys = h.keys((paths, dst), level)
+    assert (keys >= 0).all() and len(set(keys.tolist())) == 3
+    assert h.label(int(keys[0]), level) == "de/berlin → 10.0.0.0/8"
+    other = PairHierarchy(PathHierarchy(2), IPv4Hierarchy([8]))
+    other.first.keys(paths, 2)  # the path side learns its own labels
+    other.remember(level, h.labels_of(keys, level))
+    assert other.label(int(keys[2]), level) == "fr/paris → 10.0.0.0/8"
