@@ -491,8 +491,11 @@ def _check_pair_input(hierarchy: Any, i: dict[str, Any], p: Mapping[str, Any]) -
             f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'packed-ipv4-pairs' (source, "
             f"destination; 8 bytes each) or 'flow-json', got {i['format']!r}"
         )
-    if p["unit_key"].strip():
-        raise ConfigError("config: privacy.unit_key: user-level privacy with a pair hierarchy is not supported yet")
+    if p["unit_key"].strip() and (p["unit_key"].strip() != "source-ipv4" or i["format"] != "packed-ipv4-pairs"):
+        raise ConfigError(
+            "config: privacy.unit_key: a pair hierarchy supports user level per source host only "
+            "(unit_key = 'source-ipv4' with input.format 'packed-ipv4-pairs')"
+        )
 
 
 def _check_flow_input(i: Mapping[str, Any]) -> int:

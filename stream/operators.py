@@ -49,6 +49,7 @@ from .schedule import LIVE, REPLAY
 from .wire import (
     dead_letter_record,
     pack_sketches,
+    select,
     sketch_payloads,
     stamp,
     unit_payloads,
@@ -193,9 +194,9 @@ class DecodeOperator(ProcessFunction):
             own = timestamp if timestamp is not None and timestamp >= 0 else None
             yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
         for start, values, units, weights in outcome.windows:
-            if self.pairs:  # (first, second): the decoder's first addresses travel as its "units"
-                assert units is not None
-                values, units = (units.astype(np.uint32), values), None
+            if self.pairs:  # (first, second): the decoder's first addresses travel as its "units",
+                assert units is not None  # which stay the unit keys at user level (the source host)
+                values = (units.astype(np.uint32), values)
             if self.user_level:
                 assert units is not None  # user level: the decoder reads every record's unit key
                 for shard, payload in unit_payloads(values, units, self.shards):
@@ -286,8 +287,8 @@ class CapOperator(KeyedProcessFunction):
         units, values = unpack_unit_payload(payload)
         keep = cap.keep(units)
         self.state.put(window, cap.to_bytes())
-        kept = [v for v, k in zip(values, keep.tolist()) if k] if isinstance(values, list) else values[keep]
-        if len(kept):
+        kept = select(values, keep)
+        if int(keep.sum()):
             for p, out, labels in sketch_payloads(kept, self.cfg):
                 yield p, window, out, labels
 

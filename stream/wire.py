@@ -34,6 +34,7 @@ from .assembler import sketch_id, sketch_of_id
 from .config import JobConfig
 
 __all__ = [
+    "select",
     "NO_STAMP",
     "dead_letter_record",
     "expand",
@@ -151,14 +152,22 @@ def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
     return (mixed % np.uint64(shards)).astype(np.int64)
 
 
+def select(values: Any, mask: np.ndarray) -> Any:
+    """The values where ``mask`` holds, in order, for every kind of hierarchy values: a list (paths),
+    an array (IPv4), or a tuple of aligned arrays (IPv6 halves, (source, destination) pairs)."""
+    if isinstance(values, list):
+        return [v for v, m in zip(values, mask.tolist()) if m]
+    if isinstance(values, tuple):
+        return tuple(v[mask] for v in values)
+    return values[mask]
+
+
 def unit_payloads(values: Any, units: np.ndarray, shards: int) -> Iterator[tuple[int, bytes]]:
     """(shard, payload) of one window's values and their unit keys, order kept within each shard."""
     owner = unit_shards(units, shards)
-    as_list = isinstance(values, list)
     for s in np.unique(owner).tolist():
         chosen = owner == s
-        part = [v for v, c in zip(values, chosen.tolist()) if c] if as_list else values[chosen]
-        yield s, pickle.dumps((units[chosen], part), protocol=5)
+        yield s, pickle.dumps((units[chosen], select(values, chosen)), protocol=5)
 
 
 def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:

@@ -144,10 +144,16 @@ def test_a_pair_hierarchy_configures_its_inputs() -> None:
     cfg = load_config(None, environ={}, overrides=[spec, "input.format=flow-json"])
     assert cfg.values["input"]["flow_key"] == "pair" and cfg.hierarchy.h == 8
     assert load_config(None, environ={}, overrides=[spec, "input.format=packed-ipv4-pairs"]).hierarchy.kind == "pair"
+    user = load_config(
+        None,
+        environ={},
+        overrides=[spec, "input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"],
+    )
+    assert user.unit.kind == "user" and user.unit.cap == 3
     for bad, word in (
         (["input.format=packed-ipv4"], "packed-ipv4-pairs"),
         (["input.format=flow-json", "input.flow_weight=bytes", "input.weight_cap=100"], "flow_weight"),
-        (["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"], "unit_key"),
+        (["input.format=flow-json", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"], "unit_key"),
     ):
         with pytest.raises(ConfigError, match=word):
             load_config(None, environ={}, overrides=[spec, *bad])

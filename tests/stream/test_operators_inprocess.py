@@ -550,3 +550,38 @@ def test_a_pair_hierarchy_streams_source_destination_pairs_to_2d_reports(tmp_pat
     asm = WindowAssembler(hierarchy, params, cfg.schedule(ORIGIN), ReleaseLedger(tmp_path / "offline"), seed=cfg.seed)
     assert unstamp(chain.outputs[0])[1] == asm.report(ORIGIN, releases)[0]
     chain.close()
+
+
+def test_a_pair_hierarchy_at_user_level_caps_each_source_host(tmp_path: Path) -> None:
+    """privacy.unit_key = source-ipv4 with a pair hierarchy: the source address is both the pair's
+    first side and the privacy unit; the cap operator keeps at most the cap of each source per
+    window, so one source sending 3,000 elements to one destination adds only CAP to every node."""
+    cap = 2
+    cfg = _cfg(
+        tmp_path,
+        "input.format=packed-ipv4-pairs",
+        "hierarchy.spec=ipv4:8,16 x ipv4:8,16",
+        "privacy.unit_key=source-ipv4",
+        f"privacy.unit_cap={cap}",
+        "privacy.budget_epsilon=1000",
+        "privacy.budget_delta=0.5",
+        windows=1,
+    )
+    rng = np.random.default_rng(8)
+    many = rng.integers(1, 2**31, 1000, dtype=np.uint64).astype(np.uint32)
+    src = np.concatenate([np.repeat(many, 3), np.full(3000, 0xC0000201, np.uint32)])
+    dst = np.concatenate(
+        [rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32), np.full(3000, 0xCB007105, np.uint32)]
+    )
+    words = np.stack([src, dst], axis=1).astype(">u4").reshape(-1)
+    messages = [words[i : i + 600].tobytes() for i in range(0, words.size, 600)]
+    chain = Chain(_decode(cfg), _cap(cfg), _sketch(cfg), _release(cfg, tmp_path)).open()
+    chain.send((START, b""), at=3)
+    chain.send(pack_batch([ORIGIN + 5] * len(messages), messages))
+    chain.end_of_input()
+    ((_, report),) = _reports(chain.outputs)
+    assert report["budget"]["unit"] == "user" and report["params"]["h"] == 8
+    # the heavy host pair kept only `cap` elements: far below tau, never reported
+    assert not any(x["prefix"].startswith("192.0.2.") for x in report["hhh"])
+    assert abs(report["window"]["n_noisy"] - (1000 * cap + cap)) < 200
+    chain.close()

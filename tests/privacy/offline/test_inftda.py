@@ -443,12 +443,13 @@ def test_level_memory_estimate_is_within_a_factor_two_of_the_measured_peak() -> 
     try:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
-        inftda(values, parse_hierarchy("ipv4:8,24"), PARAMS, rng=1, progress=lambda lv, h, d: draws.append(d))
+        # /8 then /20: 3 kept /8s x 2^12 children dominate (a /24 second level gives the same ratio in 14 s)
+        inftda(values, parse_hierarchy("ipv4:8,20"), PARAMS, rng=1, progress=lambda lv, h, d: draws.append(d))
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    estimate = inftda_level_memory_bytes(draws[-1], 2**16)
-    assert draws[0] == 256 and draws[1] % 2**16 == 0
+    estimate = inftda_level_memory_bytes(draws[-1], 2**12)
+    assert draws[0] == 256 and draws[1] % 2**12 == 0
     assert peak / 2 <= estimate <= 2 * peak, (estimate, peak)
 
 
