@@ -39,7 +39,7 @@ from privacy.unit_cap import unit_keys_of
 from sketches.errors import UsageError
 
 from .flow_json import REASONS as FLOW_REASONS
-from .flow_json import FlowJsonDecoder
+from .flow_json import FlowJsonDecoder, decode_pairs
 from .skips import SkipCounter
 from .text import parse_ipv4, parse_ipv4_each, parse_paths
 
@@ -236,9 +236,9 @@ class MessageDecoder:
 
     def _flow_many(self, values: list[bytes | None]) -> DecodedBatch:
         assert self.flow is not None
-        batch = self.flow.decode_many(values)
         if self.flow_dst is not None:
-            return self._flow_pairs(values, batch)
+            return self._flow_pairs(values)
+        batch = self.flow.decode_many(values)
         cols = batch.ipv4
         counts = batch.counts
         times = np.full(len(values), -1, dtype=np.int64)
@@ -246,21 +246,17 @@ class MessageDecoder:
         weights = cols.weights if self.weighted else None
         return DecodedBatch(list(batch.reasons), counts, np.asarray(cols.keys, dtype=np.uint32), times, None, weights)
 
-    def _flow_pairs(self, values: list[bytes | None], src: Any) -> DecodedBatch:
-        """Flow records as (src, dst) pairs: a record is good when both addresses decode; the source
-        decoder's reason comes first, then the destination's (e.g. ``wrong_family``)."""
-        assert self.flow_dst is not None
-        dst = self.flow_dst.decode_many(values)
-        reasons = [a if a is not None else b for a, b in zip(src.reasons, dst.reasons)]
-        common, ia, ib = np.intersect1d(src.ipv4.index, dst.ipv4.index, assume_unique=True, return_indices=True)
+    def _flow_pairs(self, values: list[bytes | None]) -> DecodedBatch:
+        """Flow records as (src, dst) pairs (:func:`~connectors.flow_json.decode_pairs`): the source
+        as the first address (``units``), the destination as the value."""
+        assert self.flow is not None and self.flow_dst is not None
+        pairs = decode_pairs(self.flow, self.flow_dst, values)
         counts = np.zeros(len(values), dtype=np.int64)
-        counts[common] = 1
+        counts[pairs.index] = 1
         times = np.full(len(values), -1, dtype=np.int64)
-        times[common] = src.ipv4.event_ms[ia]
-        weights = src.ipv4.weights[ia] if self.weighted else None
-        firsts = np.asarray(src.ipv4.keys, dtype=np.uint32)[ia].astype(np.uint64)
-        seconds = np.asarray(dst.ipv4.keys, dtype=np.uint32)[ib]
-        return DecodedBatch(reasons, counts, seconds, times, firsts, weights)
+        times[pairs.index] = pairs.event_ms
+        weights = pairs.weights if self.weighted else None
+        return DecodedBatch(pairs.reasons, counts, pairs.destinations, times, pairs.sources.astype(np.uint64), weights)
 
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.

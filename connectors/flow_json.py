@@ -107,6 +107,8 @@ except ImportError:  # pragma: no cover
     _fast_loads = json.loads
 
 __all__ = [
+    "FlowPairs",
+    "decode_pairs",
     "SCHEMAS",
     "KEYS",
     "WEIGHTS",
@@ -747,6 +749,38 @@ def split_json_lines(data: bytes) -> list[bytes]:
         if line:
             out.append(line)
     return out
+
+
+@dataclass(frozen=True)
+class FlowPairs:
+    """Flow records as (source, destination) IPv4 pairs: ``reasons[i]`` is ``None`` for a record whose
+    two addresses decode, else the source decoder's reason, then the destination's (e.g.
+    ``wrong_family`` for an IPv6 destination); the good records, in input order, are at ``index``
+    with their ``sources``, ``destinations`` (uint32), ``weights`` and ``event_ms`` (the source
+    decoder's, int64)."""
+
+    reasons: list[str | None]
+    index: np.ndarray
+    sources: np.ndarray
+    destinations: np.ndarray
+    weights: np.ndarray
+    event_ms: np.ndarray
+
+
+def decode_pairs(src: FlowJsonDecoder, dst: FlowJsonDecoder, values: Sequence[bytes | str | None]) -> FlowPairs:
+    """Decode ``values`` with a ``key="src"`` and a ``key="dst"`` decoder of the same schema and
+    weight, and keep the records both decode (pair hierarchies, docs/ALGORITHMS.md §11)."""
+    a, b = src.decode_many(values), dst.decode_many(values)
+    reasons = [x if x is not None else y for x, y in zip(a.reasons, b.reasons)]
+    common, ia, ib = np.intersect1d(a.ipv4.index, b.ipv4.index, assume_unique=True, return_indices=True)
+    return FlowPairs(
+        reasons,
+        common,
+        np.asarray(a.ipv4.keys, dtype=np.uint32)[ia],
+        np.asarray(b.ipv4.keys, dtype=np.uint32)[ib],
+        a.ipv4.weights[ia],
+        a.ipv4.event_ms[ia],
+    )
 
 
 def iter_flow_file(

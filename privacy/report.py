@@ -68,6 +68,24 @@ def _coverage_text(p: HHHParams, alpha1: float) -> str:
     return "void for this window: tau < 2*alpha1, so an unreleased prefix may have residual up to alpha1 > tau - alpha1"
 
 
+def _params(p: HHHParams, hierarchy_spec: str, h: int, tau_share: float | None = None) -> dict[str, Any]:
+    """A report's ``params`` (released and refused reports alike)."""
+    return {
+        "epsilon": p.epsilon,
+        "delta": p.delta,
+        "beta": p.beta,
+        "tau": p.tau,
+        "counters": p.counters,
+        "hierarchy": hierarchy_spec,
+        "h": h,
+        "variant": p.variant,
+        "mode": p.mode,
+        "partitions": p.partitions,
+        "calibration": p.calibration,
+        **({} if tau_share is None else {"tau_share": tau_share}),
+    }
+
+
 #: What the two verdicts of a reported prefix mean (privacy.hhh.with_verdicts).
 VERDICT_TEXT = {
     "heavy": "with probability >= 1 - beta its true count, less the true counts of its reported "
@@ -101,20 +119,7 @@ def build_report(
     return {
         "schema": SCHEMA,
         "window": {**(window or {}), "n_noisy": int(n_noisy)},
-        "params": {
-            "epsilon": p.epsilon,
-            "delta": p.delta,
-            "beta": p.beta,
-            "tau": p.tau,
-            "counters": p.counters,
-            "hierarchy": hierarchy_spec,
-            "h": h,
-            "variant": p.variant,
-            "mode": p.mode,
-            "partitions": p.partitions,
-            "calibration": p.calibration,
-            **({} if tau_share is None else {"tau_share": tau_share}),
-        },
+        "params": _params(p, hierarchy_spec, h, tau_share),
         "guarantees": {
             "alpha1": round(alpha1, 3),
             "alpha2": round(cal.alpha2, 3),
@@ -160,19 +165,7 @@ def build_refused_report(
         "schema": SCHEMA,
         "window": dict(window or {}),
         "refused": reason,
-        "params": {
-            "epsilon": p.epsilon,
-            "delta": p.delta,
-            "beta": p.beta,
-            "tau": p.tau,
-            "counters": p.counters,
-            "hierarchy": hierarchy_spec,
-            "h": h,
-            "variant": p.variant,
-            "mode": p.mode,
-            "partitions": p.partitions,
-            "calibration": p.calibration,
-        },
+        "params": _params(p, hierarchy_spec, h),
         "guarantees": {"privacy": "nothing released: " + reason},
         "budget": dict(statement),
         "hhh": [],

@@ -34,16 +34,17 @@ import numpy as np
 
 from connectors import pcap
 from connectors.files import open_input
-from connectors.flow_json import FlowJsonDecoder, iter_flow_file
+from connectors.flow_json import FlowJsonDecoder, decode_pairs, iter_flow_file
 from connectors.skips import NoReadableInput, SkipCounter, no_readable_message
 from connectors.snapshot import parse_ipv4_pair_records, parse_ipv4_records, parse_ipv6_records
-from connectors.text import parse_paths
+from connectors.text import iter_text_lines, parse_paths
 from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import as_source
 from privacy.unit import PrivacyUnit
 from privacy.window import release_window
 from sketches.errors import UsageError
 from sketches.exact import exact_hhh
+from sketches.exact2d import exact_hhh_2d
 from sketches.hierarchy import Hierarchy, PathHierarchy
 from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import clip_weights
@@ -175,18 +176,19 @@ def iter_pairs(
             yield (src, dst), None
         return
     if source.format == "flow-json":
-        both = {}
-        for key in ("src", "dst"):
-            both[key] = FlowJsonDecoder(
+        by_src, by_dst = (
+            FlowJsonDecoder(
                 weighting.flow_schema, key=key, weight=weighting.weight if weighted else "records", family="ipv4"
             )
-        second_pass = iter_flow_file(source.path, both["dst"], SkipCounter())  # skips are counted once
-        for first, second in zip(iter_flow_file(source.path, both["src"], skips), second_pass):
-            a, b = first.ipv4, second.ipv4
-            common, ia, ib = np.intersect1d(a.index, b.index, assume_unique=True, return_indices=True)
-            skips.add("wrong_family", len(a) - common.size)  # a destination of another family
-            if common.size:
-                yield (a.keys[ia], b.keys[ib]), (clip_weights(a.weights[ia], cap) if weighted else None)
+            for key in ("src", "dst")
+        )
+        for lines in iter_text_lines(source.path, skips):
+            pairs = decode_pairs(by_src, by_dst, lines)
+            for reason in pairs.reasons:
+                if reason is not None:
+                    skips.add(reason)
+            if pairs.index.size:
+                yield (pairs.sources, pairs.destinations), (clip_weights(pairs.weights, cap) if weighted else None)
         return
     for lines in source.iter_lines(skips):
         firsts, seconds = parse_ipv4_pair_records(lines, skips)
@@ -305,12 +307,6 @@ def batch_report(
     )
 
 
-def _exact_2d(hierarchy: PairHierarchy, values: Any, tau: float, weights: np.ndarray | None) -> Any:
-    from sketches.exact2d import exact_hhh_2d
-
-    return exact_hhh_2d(hierarchy, values, tau, weights)
-
-
 def exact_report(
     path: str | Path,
     *,
@@ -361,7 +357,7 @@ def exact_report(
                 **({"node": list(x.node)} if hasattr(x, "node") else {}),
             }
             for x in (
-                _exact_2d(hierarchy, values, tau, weights)
+                exact_hhh_2d(hierarchy, values, tau, weights)
                 if isinstance(hierarchy, PairHierarchy)
                 else exact_hhh(hierarchy, values, tau, weights)
             )

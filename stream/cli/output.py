@@ -87,6 +87,11 @@ REPORT_LEGEND = (
 )
 
 
+def _report_items(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """A report's items with ``residual`` (schema version 1 called it ``estimate``)."""
+    return [dict(it, residual=it.get("residual", it.get("estimate"))) for it in report.get("hhh", [])]
+
+
 def _coverage_line(report: dict[str, Any]) -> str:
     g, p = report["guarantees"], report["params"]
     if str(g.get("coverage", "")).startswith("not claimed"):
@@ -155,7 +160,7 @@ def format_report(report: dict[str, Any], legend: str = "full") -> str:
     ):
         lines += _wrap(line)
     lines.append("")
-    items = [dict(it, residual=it.get("residual", it.get("estimate"))) for it in report["hhh"]]
+    items = _report_items(report)
     if not items:
         lines.append("  (no prefix reported: no prefix's noisy count reached the release threshold and tau)")
         return "\n".join(lines)
@@ -396,7 +401,7 @@ def rows(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """The header and rows of ``doc`` for CSV output."""
     schema = str(doc.get("schema", ""))
     if schema.startswith("dphhh.report/"):
-        items = [dict(it, residual=it.get("residual", it.get("estimate"))) for it in doc.get("hhh", [])]
+        items = _report_items(doc)
         columns = ["verdict", "level", "prefix", "count", "residual", "lower", "upper", "residual_lower"]
         if any("node" in it for it in items):
             items = [dict(it, node=_level_cell(it)) for it in items]

@@ -85,6 +85,7 @@ def test_flow_records_as_pairs(capsys, tmp_path: Path) -> None:
                      "timestamp_start": "2021-06-05 03:58:45.551000"})  # fmt: skip
     rows.append({"ip_src": "45.38.0.1", "ip_dst": "2001:db8::1", "packets": 1, "bytes": 60,
                  "timestamp_start": "2021-06-05 03:58:45.551000"})  # fmt: skip
+    rows.append({"ip_src": "45.38.0.1", "packets": 1, "bytes": 60, "timestamp_start": "2021-06-05 03:58:45.551000"})
     path = tmp_path / "flows.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     code, out, err = _run(
@@ -92,7 +93,8 @@ def test_flow_records_as_pairs(capsys, tmp_path: Path) -> None:
     )
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["n"] == 2000  # the record with an IPv6 destination is left out
+    assert doc["n"] == 2000  # the records with an IPv6 destination and without one are left out
+    assert "missing_field" in err  # a missing destination is unparsable (operational line), not excluded
     assert "45.38.0.0/16 → 203.0.113.5/32" in {x["prefix"] for x in doc["hhh"]}
     code, out, err = _run(
         capsys, "exact", "--input", str(path), "--input-format", "flow-json", "--hierarchy", PAIRS,
