@@ -18,7 +18,12 @@ content into the reason. Formats:
   nfacctd/sfacctd kafka plugin or goflow2, :mod:`connectors.flow_json`): the IPv4 source or
   destination address, the record's own time, and — weighted by ``packets`` or ``bytes`` — its
   weight (``DecodedBatch.weights``; the caller clips it to the public cap). A record of the other
-  family is ``wrong_family``; bad counters ``bad_counter`` / ``counter_too_large``.
+  family is ``wrong_family``; bad counters ``bad_counter`` / ``counter_too_large``. With
+  ``source_units`` (user level per source host, ``privacy.unit_key = "source-ipv4"``) each
+  record's IPv4 source address is also its privacy-unit key (``units``), whichever address the
+  hierarchy is over: with ``flow_key = "dst"`` a record is decoded as a (source, destination)
+  pair (:func:`~connectors.flow_json.decode_pairs`), so one whose source is missing or not IPv4
+  gets the pair decoder's reason.
 
 Reasons (every one a property of the message alone): ``empty``, ``oversized`` (one-element formats
 only: a packed message is decoded whatever its size), ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
@@ -48,8 +53,9 @@ __all__ = ["FORMATS", "PACKED_FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "D
 FORMATS = ("packed-ipv4", "packed-ipv4-pairs", "text-ipv4", "json", "path", "flow-json")
 #: Formats with many elements per message (decoded element by element, whatever the size).
 PACKED_FORMATS = ("packed-ipv4", "packed-ipv4-pairs")
-#: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON).
-UNIT_FORMATS = ("packed-ipv4-pairs", "json")
+#: Formats whose messages carry a privacy-unit key per element (with ``unit_field`` for JSON,
+#: ``source_units`` for flow records).
+UNIT_FORMATS = ("packed-ipv4-pairs", "json", "flow-json")
 #: Every reason a decoder gives for a bad message.
 REASONS = (
     "empty",
@@ -107,7 +113,11 @@ class DecodedBatch:
 
 
 class MessageDecoder:
-    """Decodes message values of one format; validated at construction."""
+    """Decodes message values of one format; validated at construction.
+
+    ``source_units`` (``flow-json``): every decoded record also gives its IPv4 source address as
+    its privacy-unit key (``units``, uint64, aligned with the values); ``packed-ipv4-pairs``
+    carries its unit addresses anyway."""
 
     def __init__(
         self,
@@ -121,6 +131,7 @@ class MessageDecoder:
         flow_schema: str = "pmacct",
         flow_key: str = "src",
         flow_weight: str = "records",
+        source_units: bool = False,
     ) -> None:
         if fmt not in FORMATS:
             raise UsageError(f"MessageDecoder: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -130,6 +141,10 @@ class MessageDecoder:
             raise UsageError(f"MessageDecoder: path_depth must be an integer >= 1, got {path_depth!r}")
         if unit_field is not None and fmt != "json":
             raise UsageError(f"MessageDecoder: unit_field applies to the json format only, not {fmt!r}")
+        if source_units and fmt not in ("flow-json", "packed-ipv4-pairs"):
+            raise UsageError(
+                f"MessageDecoder: source_units applies to the flow-json and packed-ipv4-pairs formats only, not {fmt!r}"
+            )
         self.format = fmt
         self.unit_field = unit_field
         #: whether decoded values come with privacy-unit keys
@@ -139,24 +154,23 @@ class MessageDecoder:
         self.json_time_field = json_time_field
         self.path_depth = path_depth
         self.flow = None
-        #: flow-json with ``flow_key = "pair"``: the destination decoder beside the source one
+        #: flow-json decoded as (src, dst) pairs — ``flow_key = "pair"``, or destinations with
+        #: their sources as unit keys: the destination decoder beside the source one (``flow``)
         self.flow_dst = None
         if fmt == "flow-json":
-            self.flow = FlowJsonDecoder(
-                flow_schema,
-                key="src" if flow_key == "pair" else flow_key,
-                weight=flow_weight,
-                family="ipv4",
-                max_record_bytes=max(16, max_message_bytes),
-            )
-            if flow_key == "pair":  # (src, dst) pairs: src as the first address ("units"), dst as values
-                self.flow_dst = FlowJsonDecoder(
-                    flow_schema,
-                    key="dst",
-                    weight=flow_weight,
-                    family="ipv4",
-                    max_record_bytes=max(16, max_message_bytes),
+
+            def flow_decoder(key: str) -> FlowJsonDecoder:
+                return FlowJsonDecoder(
+                    flow_schema, key=key, weight=flow_weight, family="ipv4", max_record_bytes=max(16, max_message_bytes)
                 )
+
+            # with source units a destination hierarchy reads both addresses: the source is the unit
+            as_pairs = flow_key == "pair" or (source_units and flow_key == "dst")
+            self.flow = flow_decoder("src" if as_pairs else flow_key)
+            if as_pairs:  # src as the first address ("units"), dst as the values
+                self.flow_dst = flow_decoder("dst")
+                self.has_units = True
+            elif source_units:  # flow_key = "src": the value is its own unit key
                 self.has_units = True
         #: whether decoded values come with weights (flow records weighted by packets or bytes)
         self.weighted = self.flow is not None and flow_weight != "records"
@@ -168,7 +182,7 @@ class MessageDecoder:
             if one.reasons[0] is not None:
                 return Decoded(reason=one.reasons[0])
             first = int(one.event_times[0]) if one.event_times is not None else -1
-            return Decoded(values=one.values, event_time=None if first < 0 else first)
+            return Decoded(values=one.values, event_time=None if first < 0 else first, units=one.units)
         reason = self._size_reason(value)
         if reason is not None:
             return Decoded(reason=reason)
@@ -244,11 +258,14 @@ class MessageDecoder:
         times = np.full(len(values), -1, dtype=np.int64)
         times[cols.index] = cols.event_ms
         weights = cols.weights if self.weighted else None
-        return DecodedBatch(list(batch.reasons), counts, np.asarray(cols.keys, dtype=np.uint32), times, None, weights)
+        keys = np.asarray(cols.keys, dtype=np.uint32)
+        units = keys.astype(np.uint64) if self.has_units else None  # source units over source addresses
+        return DecodedBatch(list(batch.reasons), counts, keys, times, units, weights)
 
     def _flow_pairs(self, values: list[bytes | None]) -> DecodedBatch:
         """Flow records as (src, dst) pairs (:func:`~connectors.flow_json.decode_pairs`): the source
-        as the first address (``units``), the destination as the value."""
+        as the first address (``units``: the pair's first side, or the privacy unit of a destination
+        hierarchy), the destination as the value."""
         assert self.flow is not None and self.flow_dst is not None
         pairs = decode_pairs(self.flow, self.flow_dst, values)
         counts = np.zeros(len(values), dtype=np.int64)

@@ -24,6 +24,8 @@ Modules:
   semantics (:func:`exact_hhh_2d`, docs/ALGORITHMS.md §11; tests and evaluation only: raw data);
 * :mod:`sketches.sizing` — memory and serialised size of a sketch from κ alone (``dphhh plan``);
 * :mod:`sketches.framing` — the versioned, checksummed binary frame of all serialised state;
+* :mod:`sketches._cache_home` — where downloaded and built artefacts go outside a checkout
+  (``$DPHHH_HOME``, default ``~/.cache/dphhh``; internal, shared with :mod:`stream.paths`);
 * :mod:`sketches.errors` — the error types every dphhh package raises for what a user can fix
   (:class:`DphhhError`, :class:`UsageError`, :class:`InputError`, :class:`OperationalError`).
 """

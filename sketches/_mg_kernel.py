@@ -52,6 +52,8 @@ import sys
 
 import numpy as np
 
+from ._cache_home import user_cache_home
+
 
 def _make_print_findable() -> None:
     """Let numba import inside PyFlink's process-mode Python worker.
@@ -79,10 +81,7 @@ def _cache_outside_an_install() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     if os.environ.get("NUMBA_CACHE_DIR") or os.path.isfile(os.path.join(here, "..", "pyproject.toml")):
         return
-    home = os.environ.get("DPHHH_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dphhh"
-    )
-    os.environ["NUMBA_CACHE_DIR"] = os.path.join(home, "numba")
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(user_cache_home(), "numba")
     if "numba.core.config" in sys.modules:  # numba imported before us: let it read the variable again
         sys.modules["numba.core.config"].reload_config()
 

@@ -88,8 +88,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "mode": "conservative",
         "calibration": "tight",  # tight (exact-tail threshold, one scale; docs/calibration.md) | paper
         "seed": -1,  # >= 0 seeds the noise: reports are then NOT private (tests only)
-        # user-level privacy: "" = event level; "source-ipv4" (input.format packed-ipv4-pairs) or
-        # "json:FIELD" (input.format json) = the privacy unit; each unit keeps <= unit_cap elements per window
+        # user-level privacy: "" = event level; "source-ipv4" (input.format packed-ipv4-pairs, or
+        # flow-json: each record's source host) or "json:FIELD" (input.format json) = the privacy unit;
+        # each unit keeps <= unit_cap elements (records) per window; with weighted flow records the
+        # guarantee is by group privacy over unit_cap * weight_cap unit elements
         "unit_key": "",
         "unit_cap": 1,
         # budget guard: total (epsilon, delta) per budget_period ("day" = UTC day, or "deployment");
@@ -475,26 +477,23 @@ def _check_window(w: Mapping[str, Any]) -> None:
 def _check_pair_input(hierarchy: Any, i: dict[str, Any], p: Mapping[str, Any]) -> None:
     """A pair hierarchy (docs/ALGORITHMS.md §11) reads (source, destination) pairs: input.format
     ``packed-ipv4-pairs`` (8 bytes per element) or ``flow-json`` (``input.flow_key`` is then
-    ``pair``: both addresses of each record); IPv4 × IPv4, event level, unweighted for now."""
+    ``pair``: both addresses of each record, weighted by ``input.flow_weight`` as in 1-D); IPv4 ×
+    IPv4, at event level or at user level per source host (the pair's first address)."""
     if not (hierarchy.first.kind == hierarchy.second.kind == "ipv4"):
         raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r}: the stream job reads IPv4 x IPv4 pairs")
     if i["format"] == "flow-json":
         if i["flow_key"] not in ("src", "pair"):
             raise ConfigError("config: input.flow_key: a pair hierarchy reads both addresses (flow_key = 'pair')")
         i["flow_key"] = "pair"
-        if i["flow_weight"] != "records":
-            raise ConfigError(
-                "config: input.flow_weight: weighted flow records with a pair hierarchy are not supported yet"
-            )
     elif i["format"] != "packed-ipv4-pairs":
         raise ConfigError(
             f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'packed-ipv4-pairs' (source, "
             f"destination; 8 bytes each) or 'flow-json', got {i['format']!r}"
         )
-    if p["unit_key"].strip() and (p["unit_key"].strip() != "source-ipv4" or i["format"] != "packed-ipv4-pairs"):
+    if p["unit_key"].strip() and p["unit_key"].strip() != "source-ipv4":
         raise ConfigError(
             "config: privacy.unit_key: a pair hierarchy supports user level per source host only "
-            "(unit_key = 'source-ipv4' with input.format 'packed-ipv4-pairs')"
+            "(unit_key = 'source-ipv4': the pair's source address)"
         )
 
 
@@ -527,7 +526,8 @@ def _check_flow_input(i: Mapping[str, Any]) -> int:
 
 
 def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
-    """The privacy unit of ``privacy.unit_key`` / ``privacy.unit_cap`` (checked against the input format)."""
+    """The privacy unit of ``privacy.unit_key`` / ``privacy.unit_cap`` (checked against the input
+    format); the weight cap of weighted flow records is added by the caller (group size m·W)."""
     key, cap = p["unit_key"].strip(), p["unit_cap"]
     if not key:
         if cap != 1:
@@ -538,16 +538,16 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
     if cap < 1:
         raise ConfigError(f"config: privacy.unit_cap must be an integer >= 1, got {cap}")
     if key == "source-ipv4":
-        if fmt != "packed-ipv4-pairs":
+        if fmt not in ("packed-ipv4-pairs", "flow-json"):
             raise ConfigError(
                 "config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
-                f"(unit address, address), got {fmt!r}"
+                f"(unit address, address) or 'flow-json' (each record's source address), got {fmt!r}"
             )
         return PrivacyUnit("user", "source address", cap)
     if fmt == "flow-json":
         raise ConfigError(
-            "config: privacy.unit_key is not supported with input.format 'flow-json' yet "
-            "(user-level privacy per source host of flow records): use event level (one record)"
+            f"config: privacy.unit_key {key!r} with input.format 'flow-json': flow records support "
+            "user level per source host only (unit_key = 'source-ipv4')"
         )
     if key.startswith("json:") and key[5:].strip():
         if fmt != "json":

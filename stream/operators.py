@@ -8,8 +8,9 @@ What they send each other is in :mod:`stream.wire`; their logic is unit-tested i
   acceptance); clock records skipped; bad and rejected records to the dead-letter side output
   (reason + original bytes).
 * :class:`CapOperator` (``cap``, keyed by unit shard; user-level privacy only): keeps at most
-  ``privacy.unit_cap`` elements per privacy unit and window (arrival order), drops the excess,
-  and forwards the kept values to the sketch partitions.
+  ``privacy.unit_cap`` elements (records) per privacy unit and window (arrival order), drops the
+  excess, and forwards the kept values — with their weights, clipped by ``decode``, for weighted
+  records — to the sketch partitions.
 * :class:`SketchOperator` (``sketch``, keyed by key partition): the h level sketches of that
   partition, per window, in keyed MapState (one keyed record per message and partition carries
   every level's keys); at the window's scheduled release time it runs
@@ -54,8 +55,8 @@ from .wire import (
     stamp,
     unit_payloads,
     unpack_sketches,
-    unpack_unit_payload,
     unpack_weighted_levels,
+    unpack_weighted_unit_payload,
 )
 
 MAX_WATERMARK = 2**63 - 1
@@ -156,6 +157,7 @@ class DecodeOperator(ProcessFunction):
             flow_schema=i["flow_schema"],
             flow_key=i["flow_key"],
             flow_weight=i["flow_weight"],
+            source_units=source_units_of(self.cfg),
         )
         self.tag = dead_letter_tag()
         self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
@@ -197,13 +199,13 @@ class DecodeOperator(ProcessFunction):
             if self.pairs:  # (first, second): the decoder's first addresses travel as its "units",
                 assert units is not None  # which stay the unit keys at user level (the source host)
                 values = (units.astype(np.uint32), values)
-            if self.user_level:
+            if weights is not None:  # weighted records: clipped to the public cap W here, once
+                weights = clip_weights(weights, self.cfg.unit.weight_cap, "decode")
+            if self.user_level:  # the cap operator counts records and passes their clipped weights on
                 assert units is not None  # user level: the decoder reads every record's unit key
-                for shard, payload in unit_payloads(values, units, self.shards):
+                for shard, payload in unit_payloads(values, units, self.shards, weights):
                     yield shard, start, payload, b""
                 continue
-            if weights is not None:  # weighted records: clipped to the public cap W here
-                weights = clip_weights(weights, self.cfg.unit.weight_cap, "decode")
             for p, payload, labels in sketch_payloads(values, self.cfg, weights):
                 yield p, start, payload, labels
 
@@ -212,6 +214,11 @@ def unit_field_of(cfg: JobConfig) -> str | None:
     """The JSON field holding the privacy unit (``privacy.unit_key = "json:FIELD"``), else ``None``."""
     key = cfg.values["privacy"]["unit_key"].strip()
     return key[5:].strip() if key.startswith("json:") else None
+
+
+def source_units_of(cfg: JobConfig) -> bool:
+    """Whether the privacy unit is each record's source host (``privacy.unit_key = "source-ipv4"``)."""
+    return cfg.values["privacy"]["unit_key"].strip() == "source-ipv4"
 
 
 class _Recent(dict):
@@ -249,7 +256,9 @@ def _released(schedule, window: int, ctx) -> bool:
 class CapOperator(KeyedProcessFunction):
     """Keyed by unit shard: at most ``privacy.unit_cap`` elements per unit and window go on to the
     sketches (the first ones in arrival order); the excess is dropped (and not counted anywhere:
-    the number would track the data, docs/ALGORITHMS.md §0.1 f)."""
+    the number would track the data, docs/ALGORITHMS.md §0.1 f). A weighted record counts as one
+    element here and reaches the sketches with its weight (already clipped to W by ``decode``):
+    one unit is then at most m·W unit elements, the group size the mechanism is calibrated over."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
@@ -284,12 +293,12 @@ class CapOperator(KeyedProcessFunction):
             else:
                 cap = UnitCap.from_bytes(data)
             self.cache[where] = cap
-        units, values = unpack_unit_payload(payload)
+        units, values, weights = unpack_weighted_unit_payload(payload)
         keep = cap.keep(units)
         self.state.put(window, cap.to_bytes())
-        kept = select(values, keep)
         if int(keep.sum()):
-            for p, out, labels in sketch_payloads(kept, self.cfg):
+            kept_weights = None if weights is None else weights[keep]
+            for p, out, labels in sketch_payloads(select(values, keep), self.cfg, kept_weights):
                 yield p, window, out, labels
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sketches._cache_home import user_cache_home
 from sketches.errors import DphhhError
 
 __all__ = [
@@ -110,12 +111,9 @@ def deploy_dir() -> Path:
 def cache_dir() -> Path:
     """Downloaded and built artefacts: the checkout's ``deploy/jars``; else ``$DPHHH_HOME`` or
     ``~/.cache/dphhh`` (created on first use)."""
-    env = os.environ.get("DPHHH_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    if ROOT is not None and (ROOT / "deploy" / "kafka-start.sh").is_file():
+    if not os.environ.get("DPHHH_HOME") and ROOT is not None and (ROOT / "deploy" / "kafka-start.sh").is_file():
         return ROOT / "deploy"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dphhh"
+    return Path(user_cache_home()).resolve()  # the same rule as numba's kernel cache (sketches._cache_home)
 
 
 def jars_dir() -> Path:

@@ -2,10 +2,11 @@
 
 * sketch payloads (``decode``/``cap`` → ``sketch``): per key partition, the keys of every level —
   compact kinds for IPv4 (the addresses once, with a per-partition level mask when P > 1, and the
-  clipped record weights for weighted inputs) and a generic one (h int64 key arrays) for IPv6 and
-  paths: :func:`sketch_payloads`, :func:`ipv4_payloads`, :func:`pack_levels`,
-  :func:`unpack_weighted_levels`;
-* unit payloads (``decode`` → ``cap``, user-level privacy): :func:`unit_payloads`;
+  clipped record weights for weighted inputs) and generic ones (h int64 key arrays, and for
+  weighted records the h weight arrays aligned with them) for pairs, IPv6 and paths:
+  :func:`sketch_payloads`, :func:`ipv4_payloads`, :func:`pack_levels`, :func:`unpack_weighted_levels`;
+* unit payloads (``decode`` → ``cap``, user-level privacy: unit keys, values and, for weighted
+  records, their clipped weights): :func:`unit_payloads`, :func:`unpack_weighted_unit_payload`;
 * sketch state (``sketch``'s keyed state): :func:`pack_sketches` / :func:`unpack_sketches`;
 * dead-letter records (reason, the original bytes, the record timestamp): :func:`dead_letter_record`;
 * stamped values (a value with the Kafka record timestamp it must carry): :func:`stamp` / :func:`unstamp`.
@@ -30,7 +31,7 @@ from sketches.misra_gries import MisraGries
 from sketches.pairs import PairHierarchy
 from sketches.partition import partition_of, route
 
-from .assembler import sketch_id, sketch_of_id
+from .assembler import sketch_id
 from .config import JobConfig
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "unpack_sketches",
     "unpack_unit_payload",
     "unpack_weighted_levels",
+    "unpack_weighted_unit_payload",
     "unstamp",
 ]
 
@@ -63,35 +65,56 @@ def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray
 
 def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np.ndarray]]:
     """partition → the keys of each level 1..h (int64, input order) that fall in that partition."""
+    return {p: levels for p, (levels, _) in _route_by_partition(values, cfg, None).items()}
+
+
+def _route_by_partition(
+    values: Any, cfg: JobConfig, weights: np.ndarray | None
+) -> dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]]:
+    """partition → (the keys of each level 1..h in that partition, and — when ``weights`` are
+    given, one per value — their values' weights, aligned with them; else ``None``), routed by
+    :func:`sketches.partition.route` as LevelSketches routes them."""
     h, parts = cfg.hierarchy.h, cfg.params.partitions
     empty = np.empty(0, dtype=np.int64)
-    out: dict[int, list[np.ndarray]] = {}
-    for sid, keys in expand(values, cfg):
-        level, p = sketch_of_id(sid, parts)
-        out.setdefault(p, [empty] * h)[level - 1] = keys
+    out: dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]] = {}
+    for level, p, keys, part_weights in route(cfg.hierarchy, values, parts, weights):
+        levels, level_weights = out.setdefault(p, ([empty] * h, None if weights is None else [empty] * h))
+        levels[level - 1] = keys
+        if level_weights is not None:
+            assert part_weights is not None  # route keeps the weights of the keys it yields
+            level_weights[level - 1] = part_weights
     return out
 
 
 # Payload of one decode → sketch record: an int64 header (kind, element count), then
 #   _KEYS:        the h per-level lengths and key arrays (int64) — any hierarchy;
+#   _KEYS_W:      the same followed by the h per-level weight arrays (int64, clipped), each aligned
+#                 with its level's keys — weighted records of a non-IPv4 hierarchy (pairs);
 #   _IPV4:        the addresses (uint32), every level's keys in this partition (IPv4, P = 1);
 #   _IPV4_MASKED: the addresses (uint32) and a uint32 level mask each (bit l-1: level l's key is in
 #                 this partition) — IPv4, P > 1. IPv4 keys are masked addresses, so shipping the
 #                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
 #   _IPV4_W, _IPV4_MASKED_W: the same followed by each address's record weight (int64, already
 #                 clipped to the public cap) — weighted flow records (docs/ALGORITHMS.md §2 "Weighted elements").
-_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W = 0, 1, 2, 3, 4
+_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W, _KEYS_W = 0, 1, 2, 3, 4, 5
 
 
 def _header(kind: int, n: int) -> bytes:
     return np.array([kind, n], dtype=np.int64).tobytes()
 
 
-def pack_levels(arrays: list[np.ndarray]) -> bytes:
-    """A ``_KEYS`` payload: the h lengths, then the h key arrays (int64)."""
+def pack_levels(arrays: list[np.ndarray], weights: list[np.ndarray] | None = None) -> bytes:
+    """A ``_KEYS`` payload: the h lengths, then the h key arrays (int64); with ``weights`` (one
+    int64 array per level, aligned with that level's keys) a ``_KEYS_W`` payload, the h weight
+    arrays after the keys."""
     sizes = np.array([a.size for a in arrays], dtype=np.int64)
-    body = np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
-    return _header(_KEYS, int(sizes.sum())) + body
+    if weights is None:
+        body = np.concatenate([sizes, *arrays]).astype(np.int64, copy=False).tobytes()
+        return _header(_KEYS, int(sizes.sum())) + body
+    if [w.size for w in weights] != sizes.tolist():
+        raise UsageError("pack_levels: every level needs one weight per key")
+    body = np.concatenate([sizes, *arrays, *weights]).astype(np.int64, copy=False).tobytes()
+    return _header(_KEYS_W, int(sizes.sum())) + body
 
 
 def ipv4_payloads(values: np.ndarray, cfg: JobConfig, weights: np.ndarray | None = None) -> dict[int, bytes]:
@@ -129,21 +152,24 @@ def sketch_payloads(
 ) -> Iterator[tuple[int, bytes, bytes]]:
     """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
     (hashed-key hierarchies only) name the keys so that reports can show their prefixes.
-    ``weights`` (clipped record weights, IPv4 only) travel with their addresses."""
+    ``weights`` (clipped record weights, int64, one per value) travel with their values: with
+    the addresses (IPv4), or routed with each level's keys (``_KEYS_W``: pairs, any hierarchy)."""
     if cfg.hierarchy.kind == "ipv4":
         for p, payload in ipv4_payloads(values, cfg, weights).items():
             yield p, payload, b""
         return
-    if weights is not None:
-        raise UsageError(f"sketch_payloads: weighted records need an ipv4 hierarchy, not {cfg.hierarchy.spec()}")
     hierarchy = cfg.hierarchy
-    for p, levels in expand_by_partition(values, cfg).items():
+    w = None if weights is None else np.ascontiguousarray(weights, dtype=np.int64)
+    count = len(values[0]) if isinstance(values, tuple) else len(values)
+    if w is not None and w.shape != (count,):
+        raise UsageError(f"sketch_payloads: {w.size} weights for {count} values (one weight per value)")
+    for p, (levels, level_weights) in _route_by_partition(values, cfg, w).items():
         labels = b""
         if isinstance(hierarchy, (PathHierarchy, PairHierarchy)):  # hashed keys travel with their labels
             named = {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}
             named = {lv: known for lv, known in named.items() if known}  # exact pair nodes need none
             labels = pickle.dumps(named, protocol=5) if named else b""
-        yield p, pack_levels(levels), labels
+        yield p, pack_levels(levels, level_weights), labels
 
 
 def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
@@ -162,18 +188,28 @@ def select(values: Any, mask: np.ndarray) -> Any:
     return values[mask]
 
 
-def unit_payloads(values: Any, units: np.ndarray, shards: int) -> Iterator[tuple[int, bytes]]:
-    """(shard, payload) of one window's values and their unit keys, order kept within each shard."""
+def unit_payloads(
+    values: Any, units: np.ndarray, shards: int, weights: np.ndarray | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """(shard, payload) of one window's values and their unit keys, order kept within each shard;
+    ``weights`` (the records' clipped weights, one per value) travel with their values."""
     owner = unit_shards(units, shards)
     for s in np.unique(owner).tolist():
         chosen = owner == s
-        yield s, pickle.dumps((units[chosen], select(values, chosen)), protocol=5)
+        mine = None if weights is None else np.asarray(weights, dtype=np.int64)[chosen]
+        yield s, pickle.dumps((units[chosen], select(values, chosen), mine), protocol=5)
 
 
 def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:
     """(unit keys, values) of a :func:`unit_payloads` payload."""
-    units, values = pickle.loads(payload)
+    units, values, _ = unpack_weighted_unit_payload(payload)
     return units, values
+
+
+def unpack_weighted_unit_payload(payload: bytes) -> tuple[np.ndarray, Any, np.ndarray | None]:
+    """(unit keys, values, weights aligned with them or ``None``) of a :func:`unit_payloads` payload."""
+    units, values, weights = pickle.loads(payload)
+    return units, values, weights
 
 
 def unpack_levels(payload: bytes, hierarchy: Hierarchy) -> list[np.ndarray]:
@@ -202,14 +238,23 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
             return keys, None
         w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 8 * n)
         return keys, [w[m] for m in mine]
-    if kind != _KEYS:
+    if kind not in (_KEYS, _KEYS_W):
         raise UsageError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
     flat = np.frombuffer(payload, dtype=np.int64, offset=16)
+    sizes = flat[:h].tolist()
+    if min(sizes, default=0) < 0 or sum(sizes) != n or flat.size != h + (2 if kind == _KEYS_W else 1) * n:
+        raise UsageError(f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold its {n} keys")
     out, start = [], h
-    for size in flat[:h].tolist():
+    for size in sizes:
         out.append(flat[start : start + size])
         start += size
-    return out, None
+    if kind == _KEYS:
+        return out, None
+    weights = []
+    for size in sizes:
+        weights.append(flat[start : start + size])
+        start += size
+    return out, weights
 
 
 def pack_sketches(sketches: list[MisraGries]) -> bytes:

@@ -138,22 +138,102 @@ def test_flow_records_as_source_destination_pairs() -> None:
 
 
 def test_a_pair_hierarchy_configures_its_inputs() -> None:
+    """A pair hierarchy reads packed pairs or flow records (flow_key becomes "pair"), weighted or not,
+    at event level or per source host; other formats, unit keys and IPv6 pairs are refused."""
     from stream.config import ConfigError, load_config
 
     spec = "hierarchy.spec=ipv4:8,16 x ipv4:8,16"
     cfg = load_config(None, environ={}, overrides=[spec, "input.format=flow-json"])
     assert cfg.values["input"]["flow_key"] == "pair" and cfg.hierarchy.h == 8
     assert load_config(None, environ={}, overrides=[spec, "input.format=packed-ipv4-pairs"]).hierarchy.kind == "pair"
-    user = load_config(
-        None,
-        environ={},
-        overrides=[spec, "input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"],
+    for fmt in ("packed-ipv4-pairs", "flow-json"):
+        user = load_config(
+            None,
+            environ={},
+            overrides=[spec, f"input.format={fmt}", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"],
+        )
+        assert user.unit.kind == "user" and user.unit.cap == 3 and user.unit.key == "source address"
+    weighted = load_config(
+        None, environ={}, overrides=[spec, "input.format=flow-json", "input.flow_weight=bytes", "input.weight_cap=100"]
     )
-    assert user.unit.kind == "user" and user.unit.cap == 3
+    assert weighted.unit.kind == "event" and weighted.unit.group_size == 100
+    assert weighted.values["input"]["flow_key"] == "pair"
     for bad, word in (
         (["input.format=packed-ipv4"], "packed-ipv4-pairs"),
-        (["input.format=flow-json", "input.flow_weight=bytes", "input.weight_cap=100"], "flow_weight"),
-        (["input.format=flow-json", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"], "unit_key"),
+        (["input.format=flow-json", "input.flow_key=dst"], "flow_key = 'pair'"),
+        (["input.format=flow-json", "privacy.unit_key=json:user", "privacy.unit_cap=3"], "source host only"),
+        (["input.format=packed-ipv4-pairs", "privacy.unit_key=json:user"], "source host only"),
+        (["input.format=flow-json", "hierarchy.spec=ipv6:32,64 x ipv6:32,64"], "IPv4 x IPv4"),
     ):
         with pytest.raises(ConfigError, match=word):
             load_config(None, environ={}, overrides=[spec, *bad])
+
+
+def _flow_row(schema: str, src: str | None, dst: str | None, nbytes: int, second: int) -> bytes:
+    """One flow record of ``schema`` (an address of None is left out of the record)."""
+    if schema == "pmacct":
+        row = {"ip_src": src, "ip_dst": dst, "packets": 1, "bytes": nbytes}
+        row["timestamp_start"] = f"2021-06-05 03:58:{second:02d}.000000"
+    else:
+        row = {"src_addr": src, "dst_addr": dst, "packets": 1, "bytes": nbytes, "etype": "IPv4"}
+        row["time_flow_start_ns"] = (1622865480 + second) * 10**9
+    return json.dumps({k: v for k, v in row.items() if v is not None}).encode()
+
+
+_SOURCE_UNIT_ROWS = [  # (src, dst, bytes, reason)
+    ("45.38.180.102", "10.10.10.10", 40, None),
+    (None, "10.10.10.11", 41, "missing_field"),  # no source: the unit is unknown
+    ("2001:db8::7", "10.10.10.12", 42, "wrong_family"),  # an IPv6 source of an IPv4 destination
+    ("300.1.1.1", "10.10.10.13", 43, "bad_address"),
+    ("192.0.2.7", "2001:db8::1", 44, "wrong_family"),  # an IPv6 destination
+    ("192.0.2.7", None, 45, "missing_field"),
+    ("192.0.2.7", "203.0.113.5", 4600, None),
+]
+
+
+@pytest.mark.parametrize("copies", [1, 4])  # 7 records: record by record; 28: the columnar path
+@pytest.mark.parametrize("schema", ["pmacct", "goflow2"])
+def test_flow_records_over_destinations_carry_their_sources_as_units(schema: str, copies: int) -> None:
+    """source_units with flow_key = "dst" (user level per source host, 1-D): the values are the
+    destinations, the units (uint64) the sources, aligned, with each record's weight and time; a
+    record whose source is missing or not IPv4 is dead-lettered with the pair decoder's reason."""
+    import ipaddress
+
+    rows = _SOURCE_UNIT_ROWS * copies
+    messages = [_flow_row(schema, s, d, b, i % 60) for i, (s, d, b, _) in enumerate(rows)]
+    decoder = MessageDecoder("flow-json", flow_schema=schema, flow_key="dst", flow_weight="bytes", source_units=True)
+    assert decoder.has_units and decoder.weighted
+    batch = decoder.decode_many(messages)
+    assert batch.reasons == [r for *_, r in rows]
+    pairs = MessageDecoder("flow-json", flow_schema=schema, flow_key="pair").decode_many(messages)
+    assert batch.reasons == pairs.reasons  # the same reasons as the pair decoder
+    good = [(s, d, b, i % 60) for i, (s, d, b, r) in enumerate(rows) if r is None]
+    assert batch.units.dtype == np.uint64 and batch.values.dtype == np.uint32
+    assert [str(ipaddress.IPv4Address(int(u))) for u in batch.units] == [s for s, *_ in good]
+    assert [str(ipaddress.IPv4Address(int(v))) for v in batch.values] == [d for _, d, *_ in good]
+    assert batch.weights.tolist() == [b for *_, b, _ in good]
+    assert batch.counts.tolist() == [int(r is None) for *_, r in rows]
+    kept_times = batch.event_times[batch.counts == 1].tolist()
+    assert [t - kept_times[0] for t in kept_times] == [(t - good[0][3]) * 1000 for *_, t in good]
+    one = decoder.decode(messages[0])
+    assert one.values.tolist() == [0x0A0A0A0A] and one.units.tolist() == [int(ipaddress.IPv4Address("45.38.180.102"))]
+    assert decoder.decode(messages[1]).reason == "missing_field"
+
+
+def test_flow_records_over_sources_are_their_own_units_and_nothing_changes_without_source_units() -> None:
+    """source_units with flow_key = "src": each record's unit is its value (a missing destination
+    does not matter); without source_units no units are read and a record without a source over
+    destinations is still decoded; source_units is refused for formats without source addresses."""
+    rows = [("10.0.0.1", None, 5), ("10.0.0.2", "10.9.9.9", 6), (None, "10.9.9.8", 7)]
+    messages = [_flow_row("pmacct", s, d, b, 1) for s, d, b in rows]
+    by_src = MessageDecoder("flow-json", flow_key="src", source_units=True).decode_many(messages)
+    assert by_src.reasons == [None, None, "missing_field"]
+    assert by_src.units.tolist() == by_src.values.tolist() == [0x0A000001, 0x0A000002]
+    assert by_src.weights is None
+    plain = MessageDecoder("flow-json", flow_key="dst")
+    assert not plain.has_units
+    out = plain.decode_many(messages)
+    assert out.units is None and out.reasons == ["missing_field", None, None]
+    for fmt in ("packed-ipv4", "text-ipv4", "json", "path"):
+        with pytest.raises(ValueError, match="source_units"):
+            MessageDecoder(fmt, source_units=True)

@@ -297,7 +297,7 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
         else:  # between completions: 1.5 s / 3 s apart, or 4 s during the slow checkpoint (in progress now)
             _away_from_commits(tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000)
             _kill_broker()
-            time.sleep(5)  # the broker stays away this long (a fault being injected, not a wait for a condition)
+            time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
             LocalBroker(9092).start()
         recovered = time.time() * 1000
         wait_for(

@@ -1,7 +1,7 @@
 """Differential side-channel test through the real job (docs/ALGORITHMS.md §0.1; issue 11).
 
 The live job runs on a stream X and, with the same test seed and the same arrival times relative to
-the schedule's origin, on X plus one element, for each placement a review found to leak:
+the schedule's origin, on X plus one element at each placement a review found to leak:
 
 * ``first_window``: an element in the schedule's first window, which X leaves empty (the schedule
   used to start at the first window with data);
@@ -12,6 +12,11 @@ the schedule's origin, on X plus one element, for each placement a review found 
 * ``far_future``: an element whose own time is ~10^10 ms ahead (it used to open ~10^6 windows);
 * ``beyond_band``: an element whose own time lies inside the schedule but further ahead of its
   arrival than ``window.max_future_ms``.
+
+The four JSON placements share one run (X plus one element at each of them): an observable that
+depends on none of the data stays equal however many elements are added, and each placement's
+leak shows as its own difference (its window's count, a late straggler, ~10^6 windows, a missing
+dead letter), so one run checks them as four would. The packed run adds a single address.
 
 Every observable except the reports' noisy values must be identical: the list of reported windows,
 each report's Kafka record timestamp relative to the origin, the set of metric names and every
@@ -32,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from connectors.kafka_io import pack_ipv4
 from tests.e2e.jobs import (
@@ -62,21 +66,31 @@ def _row(ip: str, t: int) -> bytes:
     return json.dumps({"ip": ip, "t": t}).encode()
 
 
-def json_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
+#: The JSON placements: the window the added element counts in, or the reason it is dead-lettered.
+PLACEMENTS = {
+    "first_window": (0, None),
+    "late_before_stragglers": (2, None),
+    "far_future": (None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
+    "beyond_band": (None, "too_far_ahead"),  # inside the schedule, beyond the band
+}
+
+
+def json_plan(extras: tuple[str, ...] = ()) -> list[tuple[int, bytes | None]]:
     """(arrival offset from the origin in ms, value with times relative to the origin) of the JSON
-    stream X, plus the named extra element. Values hold ``{t}`` offsets, resolved at send time."""
+    stream X, plus one element at each named placement. Values hold ``{t}`` offsets, resolved at
+    send time."""
     rows: list[tuple[int, bytes | None]] = []
     rows += [(2100, _row(f"10.1.0.{i % 7}", 2100 + i)) for i in range(40)]  # window 1
     rows.append((2200, b'{"ip": "not json"'))  # a bad record, dead-lettered in both runs
     rows += [(4200, _row(f"10.2.0.{i % 5}", 4200 + i)) for i in range(30)]  # window 2
     rows += [(3600, _row("10.1.9.9", 3500 + i)) for i in range(5)]  # stragglers of window 1 (arrive in it)
-    if extra == "first_window":
+    if "first_window" in extras:
         rows.append((300, _row("192.0.2.55", 300)))
-    elif extra == "late_before_stragglers":
+    if "late_before_stragglers" in extras:
         rows.append((3400, _row("192.0.2.56", 4100)))  # of window 2, sent during window 1
-    elif extra == "far_future":
+    if "far_future" in extras:
         rows.append((2300, _row("192.0.2.57", 10**10)))
-    elif extra == "beyond_band":
+    if "beyond_band" in extras:
         rows.append((1000, _row("192.0.2.57", 1000 + BAND + 1000)))  # window 2 or 3, but 4 s ahead of arrival
     return sorted(rows, key=lambda r: r[0])
 
@@ -243,14 +257,14 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     )
 
 
-def assert_same_observables(x: Observed, y: Observed, own_dead_letter: tuple[str, str] | None = None) -> None:
-    """Everything but the noisy values equal; ``own_dead_letter`` = the added element's, if any."""
+def assert_same_observables(x: Observed, y: Observed, own_dead_letters: Counter | None = None) -> None:
+    """Everything but the noisy values equal; ``own_dead_letters`` = the added elements' own."""
     assert x.exit_status == y.exit_status == 0
     assert x.windows == y.windows == [w * SIZE for w in range(WINDOWS)]  # every window of the schedule, once
     assert x.record_times == y.record_times == [(w + 1) * SIZE + GRACE for w in range(WINDOWS)]  # scheduled
     assert x.metric_names == y.metric_names
     assert x.metric_values == y.metric_values
-    assert y.dead - x.dead == (Counter([own_dead_letter]) if own_dead_letter else Counter()) and not x.dead - y.dead
+    assert y.dead - x.dead == (own_dead_letters or Counter()) and not x.dead - y.dead
     assert x.log_lines == y.log_lines, "\n".join(sorted(set(x.log_lines) ^ set(y.log_lines)))
     assert x.flink_warnings == y.flink_warnings, "\n".join(sorted(x.flink_warnings ^ y.flink_warnings))
 
@@ -264,33 +278,17 @@ def _diff_totals(x: Observed, y: Observed) -> dict[int, int]:
     }
 
 
-@pytest.fixture(scope="module")
-def json_x(broker, tmp_path_factory) -> Observed:
-    return run_live(tmp_path_factory.mktemp("json-x"), "side-json-x", "json", json_plan(None))
-
-
-@pytest.mark.parametrize(
-    "placement, window, dead_reason",
-    [
-        ("first_window", 0, None),
-        ("late_before_stragglers", 2, None),
-        ("far_future", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
-        ("beyond_band", None, "too_far_ahead"),  # inside the schedule, beyond the band
-    ],
-)
-def test_one_more_json_element_changes_no_observable(
-    json_x, tmp_path: Path, placement: str, window: int | None, dead_reason: str | None
-) -> None:
-    """X vs X + one element (JSON with own event times): identical observables; the element counts in
-    its own window only (or is dead-lettered by its own time), every other count unchanged."""
-    y = run_live(tmp_path, f"side-json-{placement.replace('_', '-')}", "json", json_plan(placement))
-    own = None
-    if dead_reason is not None:  # the added element's own dead letter (its value holds its own time)
-        extra = list((y.dead - json_x.dead).elements())
-        assert len(extra) == 1 and extra[0][0] == dead_reason and b"192.0.2.57" in base64.b64decode(extra[0][1])
-        own = extra[0]
-    assert_same_observables(json_x, y, own)
-    assert _diff_totals(json_x, y) == ({window * SIZE: 1} if window is not None else {})
+def test_one_more_json_element_at_each_placement_changes_no_observable(broker, tmp_path: Path) -> None:
+    """X vs X plus one element at each placement (JSON with own event times): identical observables;
+    the elements count in their own windows only, or are dead-lettered by their own times, and
+    every other count is unchanged."""
+    x = run_live(tmp_path / "x", "side-json-x", "json", json_plan())
+    y = run_live(tmp_path / "y", "side-json-y", "json", json_plan(tuple(PLACEMENTS)))
+    own = y.dead - x.dead  # the added elements' own dead letters (their values hold their own times)
+    assert sorted(reason for reason, _ in own.elements()) == sorted(r for _, r in PLACEMENTS.values() if r)
+    assert all(b"192.0.2.57" in base64.b64decode(value) for _, value in own.elements())
+    assert_same_observables(x, y, own)
+    assert _diff_totals(x, y) == {w * SIZE: 1 for w, _ in PLACEMENTS.values() if w is not None}
 
 
 def test_one_more_address_over_the_old_size_limit_changes_no_observable(broker, tmp_path: Path) -> None:

@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from connectors.decode import MessageDecoder
-from connectors.kafka_io import iter_committed_values
 from privacy.unit_cap import UnitCap
 from sketches.misra_gries import MisraGries
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from stream.wire import expand
-from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, publish
+from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, publish, read_now
 from tests.e2e.test_stream_e2e import WINDOW, _base
 
 CAP = 3
@@ -116,7 +115,7 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
     assert result.returncode == 0, result.stderr[-4000:]
 
     assert dumped(tmp_path) == _offline(cfg, messages)  # capped per unit, every kept element counted once
-    reports = [json.loads(v) for _, v in iter_committed_values(opts, cfg["kafka.reports_topic"], idle_timeout_s=3)]
+    reports = [json.loads(v) for _, v in read_now(opts, cfg["kafka.reports_topic"])]
     assert [r["window"]["start_ms"] for r in reports] == [base + w * WINDOW for w in range(4)]
     released, refused = reports[:3], reports[3]
     for r in released:
@@ -129,6 +128,6 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
     assert [r["budget"]["spending"]["spent"]["epsilon"] for r in released] == [2.0, 4.0, 6.0]
     assert "exhausted" in refused["refused"] and refused["hhh"] == [] and "n_noisy" not in refused["window"]
     assert ReleaseLedger(tmp_path / "ledger").windows() == [r["window"]["start_ms"] for r in reports]
-    dead = [json.loads(v) for _, v in iter_committed_values(opts, cfg["kafka.dead_letter_topic"], idle_timeout_s=3)]
+    dead = [json.loads(v) for _, v in read_now(opts, cfg["kafka.dead_letter_topic"])]
     assert [d["reason"] for d in dead] == ["bad_length"]
     assert "user-level privacy without a budget guard" not in result.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import pickle
 from operator import itemgetter
 from pathlib import Path
@@ -22,10 +23,13 @@ import pytest
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 
+from connectors.skips import SkipCounter
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
-from sketches.misra_gries import MisraGries
+from sketches.level_sketches import LevelSketches
+from sketches.misra_gries import MisraGries, clip_weights
 from stream.assembler import WindowAssembler, noise_source_factory
+from stream.batch import Weighting, read_all_records
 from stream.clock import TICK
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
@@ -40,7 +44,7 @@ from stream.operators import (
     ReleaseOperator,
     SketchOperator,
 )
-from stream.wire import sketch_payloads, unpack_sketches, unstamp
+from stream.wire import sketch_payloads, unit_payloads, unpack_sketches, unstamp
 from tests.harness import MIN_WATERMARK, Chain, KeyedHarness, ProcessHarness
 
 W = 10_000  # window size (ms)
@@ -585,3 +589,242 @@ def test_a_pair_hierarchy_at_user_level_caps_each_source_host(tmp_path: Path) ->
     assert not any(x["prefix"].startswith("192.0.2.") for x in report["hhh"])
     assert abs(report["window"]["n_noisy"] - (1000 * cap + cap)) < 200
     chain.close()
+
+
+def _flow_record(src: int, dst: int, nbytes: int, t_ms: int) -> bytes:
+    """A pmacct flow record from ``src`` to ``dst`` (host-order IPv4) of ``nbytes`` at ``t_ms``."""
+    from datetime import UTC, datetime
+    from ipaddress import IPv4Address
+
+    when = datetime.fromtimestamp(t_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return json.dumps(
+        {
+            "ip_src": str(IPv4Address(int(src))),
+            "ip_dst": str(IPv4Address(int(dst))),
+            "packets": 1,
+            "bytes": int(nbytes),
+            "timestamp_start": when,
+        }
+    ).encode()
+
+
+def _streamed_sketches(sketch: KeyedHarness, cfg, window: int) -> dict[tuple[int, int], MisraGries]:
+    """(level, partition) → the sketch operator's state of ``window`` (every partition that holds one)."""
+    out = {}
+    for p in range(cfg.params.partitions):
+        state = sketch.map_state("sketch-windows", p, Types.LONG(), RAW)
+        if window in state:
+            for level, mg in enumerate(unpack_sketches(state[window]), start=1):
+                if mg.total:  # a partition holds all h sketches, empty ones too
+                    out[(level, p)] = mg
+    return out
+
+
+def _assert_same_counts(streamed: dict, offline: dict, cfg) -> None:
+    """The same weighted count of every key in every (level, partition) sketch. With several cap
+    shards the sketches get the shards' records one shard after the other (the order of the
+    interleaving, docs/ALGORITHMS.md §0), so the sketches are compared where that order does not
+    matter: below κ distinct keys every count is exact."""
+    for key, mg in offline.items():
+        assert len(mg.counters()) < cfg.params.counters  # exact counts: no decrement happened
+        assert streamed[key].counters() == mg.counters() and streamed[key].total == mg.total
+
+
+def _offline_sketches(cfg, values, weights: np.ndarray) -> dict[tuple[int, int], MisraGries]:
+    batch = LevelSketches(cfg.hierarchy, cfg.params.counters, cfg.params.partitions)
+    batch.update(values, weights)
+    return {key: mg for key, mg in batch.items() if mg.total}
+
+
+def _flow_traffic(rng: np.random.Generator, n: int, heavy_src: int, heavy: int) -> tuple[np.ndarray, ...]:
+    """``n`` flow records (sources, destinations, bytes, offsets in ms) in arrival order: ``heavy``
+    of them from ``heavy_src`` (byte counts up to 5x the cap used below), the rest from 60 hosts."""
+    src = np.concatenate([np.full(heavy, heavy_src), 0x0A000000 + rng.integers(0, 60, n - heavy) * 257])
+    dst = 0xCB000000 + rng.integers(0, 40, n) * 65_537
+    nbytes = rng.integers(40, 5000, n)
+    order = rng.permutation(n)
+    return (
+        src[order].astype(np.uint32),
+        dst[order].astype(np.uint32),
+        nbytes[order].astype(np.int64),
+        np.sort(rng.integers(0, W, n)),
+    )
+
+
+def test_flow_records_at_user_level_keep_each_source_hosts_first_records_with_their_clipped_bytes(
+    tmp_path: Path,
+) -> None:
+    """flow-json over destinations at user level per source host (privacy.unit_key = source-ipv4,
+    unit_cap = 3), weighted by bytes clipped at W = 1000, two cap shards, two key partitions: a
+    source sending 400 records contributes its first 3 (arrival order, across batches), every source
+    at most 3, each with its clipped bytes; the sketches equal an offline LevelSketches over the kept
+    records; records without an IPv4 source are dead-lettered; the report states the guarantee per
+    source host over m·W."""
+    cap, weight_cap = 3, 1000
+    cfg = _cfg(
+        tmp_path,
+        "input.format=flow-json",
+        "input.flow_key=dst",
+        "input.flow_weight=bytes",
+        f"input.weight_cap={weight_cap}",
+        "privacy.unit_key=source-ipv4",
+        f"privacy.unit_cap={cap}",
+        "privacy.partitions=2",
+        "flink.parallelism=2",
+        windows=1,
+    )
+    assert cfg.unit.group_size == cap * weight_cap
+    rng = np.random.default_rng(11)
+    heavy_src = 0xC0A80001
+    src, dst, nbytes, offsets = _flow_traffic(rng, 2000, heavy_src, 400)
+    messages = [_flow_record(s, d, b, ORIGIN + t) for s, d, b, t in zip(src, dst, nbytes, offsets)]
+    bad = [
+        json.dumps({"ip_dst": "203.0.113.5", "packets": 1, "bytes": 40}).encode(),  # no source
+        json.dumps({"ip_src": "2001:db8::1", "ip_dst": "203.0.113.5", "packets": 1, "bytes": 40}).encode(),
+    ]
+    chain = _pipeline(cfg, tmp_path)
+    decode, capper, sketch, _ = chain.stages
+    half = len(messages) // 2  # two batches: the cap's state carries over
+    chain.send(pack_batch([ORIGIN + 1] * half, messages[:half]))
+    chain.send(pack_batch([ORIGIN + 2] * (len(messages) - half + 2), messages[half:] + bad))
+
+    keep = UnitCap(cap).keep(src.astype(np.uint64))
+    assert int(keep[src == heavy_src].sum()) == cap and np.flatnonzero(keep & (src == heavy_src)).tolist() == (
+        np.flatnonzero(src == heavy_src)[:cap].tolist()
+    )
+    clipped = clip_weights(nbytes[keep], weight_cap)
+    assert clipped.max() == weight_cap and clipped.min() < weight_cap  # some records are clipped
+    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
+    offline = _offline_sketches(cfg, dst[keep], clipped)
+    assert set(streamed) == set(offline) and len({p for _, p in streamed}) == 2
+    _assert_same_counts(streamed, offline, cfg)
+    for level in range(1, 5):
+        assert sum(mg.total for (lv, _), mg in streamed.items() if lv == level) == int(clipped.sum())
+    assert sorted(capper.state_keys("cap-units")) == [0, 1]
+    dead = [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]]
+    assert dead == ["missing_field", "wrong_family"]
+
+    chain.end_of_input()
+    ((_, report),) = _reports(chain.outputs)
+    assert report["budget"]["unit"] == "user" and report["budget"]["weight_cap"] == weight_cap
+    assert report["budget"]["guarantee"].endswith(
+        "all records of one privacy unit (source address), each unit capped at 3 records per window, "
+        "each record weighted by bytes clipped at 1000"
+    )
+    assert math.isclose(report["budget"]["event_level"]["epsilon"], 50 / (cap * weight_cap), rel_tol=1e-6)
+    assert capper.state_keys("cap-units") == [] and sketch.state_keys("sketch-windows") == []
+    _assert_metrics_catalogued(*chain.stages)
+    chain.close()
+
+
+def test_weighted_flow_pairs_at_event_level_sketch_as_the_batch_command_does(tmp_path: Path) -> None:
+    """flow-json with a pair hierarchy weighted by bytes clipped at W = 1000 (event level, three key
+    partitions): the sketch operator's sketches of the window equal the batch command's sketching of
+    the same records (stream.batch.read_all_records → LevelSketches with the clipped weights)."""
+    weight_cap = 1000
+    cfg = _cfg(
+        tmp_path,
+        "input.format=flow-json",
+        "input.flow_weight=bytes",
+        f"input.weight_cap={weight_cap}",
+        "hierarchy.spec=ipv4:8,16,24,32 x ipv4:8,16,24,32",
+        "privacy.partitions=3",
+        "privacy.counters=64",  # fewer counters than keys: the sketches depend on the records' order
+        windows=1,
+    )
+    assert cfg.values["input"]["flow_key"] == "pair" and cfg.unit.group_size == weight_cap
+    rng = np.random.default_rng(12)
+    src, dst, nbytes, offsets = _flow_traffic(rng, 1500, 0xC0000201, 300)
+    messages = [_flow_record(s, d, b, ORIGIN + t) for s, d, b, t in zip(src, dst, nbytes, offsets)]
+    messages.append(json.dumps({"ip_src": "192.0.2.9", "ip_dst": "2001:db8::1", "packets": 1, "bytes": 9}).encode())
+    chain = _pipeline(cfg, tmp_path)
+    decode, sketch, _ = chain.stages
+    chain.send(pack_batch([ORIGIN + 1] * len(messages), messages))
+
+    path = tmp_path / "flows.jsonl"
+    path.write_bytes(b"\n".join(messages) + b"\n")
+    skips = SkipCounter()
+    pairs, weights = read_all_records(
+        path, "flow-json", cfg.hierarchy, skips, Weighting(weight="bytes", cap=weight_cap)
+    )
+    assert skips.as_dict() == {"wrong_family": 1} and weights is not None and weights.max() == weight_cap
+    assert pairs[0].tolist() == src.tolist() and weights.tolist() == np.minimum(nbytes, weight_cap).tolist()
+    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
+    batch = _offline_sketches(cfg, pairs, weights)
+    assert set(streamed) == set(batch) and {level for level, _ in streamed} == set(range(1, cfg.hierarchy.h + 1))
+    assert max(len(mg.counters()) for mg in batch.values()) == cfg.params.counters  # the fine nodes overflow κ
+    for key, mg in batch.items():  # one decode subtask, no cap: the sketches see the records in order
+        assert streamed[key] == mg and streamed[key].total == mg.total
+    assert [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]] == ["wrong_family"]
+    chain.end_of_input()
+    ((_, report),) = _reports(chain.outputs)
+    assert report["params"]["h"] == 24 and report["budget"]["weight_cap"] == weight_cap
+    assert sketch.state_keys("sketch-windows") == []
+    chain.close()
+
+
+def test_weighted_flow_pairs_at_user_level_cap_each_source_host_with_its_clipped_weights(tmp_path: Path) -> None:
+    """A pair hierarchy over flow records weighted by bytes at user level per source host (cap 2,
+    W = 1000, two cap shards, three key partitions): the cap operator keeps each source's first two
+    records and passes their clipped weights on; the sketches equal an offline LevelSketches over the
+    kept pairs and weights; the report states the guarantee over m·W."""
+    cap, weight_cap = 2, 1000
+    cfg = _cfg(
+        tmp_path,
+        "input.format=flow-json",
+        "input.flow_weight=bytes",
+        f"input.weight_cap={weight_cap}",
+        "hierarchy.spec=ipv4:8,16 x ipv4:8,16",
+        "privacy.unit_key=source-ipv4",
+        f"privacy.unit_cap={cap}",
+        "privacy.partitions=3",
+        "flink.parallelism=2",
+        windows=1,
+    )
+    rng = np.random.default_rng(13)
+    heavy_src = 0xC0000201
+    src, dst, nbytes, offsets = _flow_traffic(rng, 1200, heavy_src, 500)
+    messages = [_flow_record(s, d, b, ORIGIN + t) for s, d, b, t in zip(src, dst, nbytes, offsets)]
+    chain = _pipeline(cfg, tmp_path)
+    _, capper, sketch, _ = chain.stages
+    chain.send(pack_batch([ORIGIN + 1] * len(messages), messages))
+
+    keep = UnitCap(cap).keep(src.astype(np.uint64))
+    assert int(keep.sum()) == cap * len(np.unique(src))  # every source sent more than the cap
+    clipped = clip_weights(nbytes[keep], weight_cap)
+    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
+    offline = _offline_sketches(cfg, (src[keep], dst[keep]), clipped)
+    assert set(streamed) == set(offline) and len({p for _, p in streamed}) == 3
+    _assert_same_counts(streamed, offline, cfg)
+    for level in range(1, cfg.hierarchy.h + 1):  # every node sees the kept records' clipped bytes only
+        assert sum(mg.total for (lv, _), mg in streamed.items() if lv == level) == int(clipped.sum())
+    assert int(clipped.sum()) < int(nbytes.sum()) // 10
+    chain.end_of_input()
+    ((_, report),) = _reports(chain.outputs)
+    assert report["budget"]["unit"] == "user" and report["budget"]["unit_cap"] == cap
+    assert "each record weighted by bytes clipped at 1000" in report["budget"]["guarantee"]
+    assert capper.state_keys("cap-units") == [] and capper.pending_timers() == []
+    chain.close()
+
+
+def test_the_cap_operator_forwards_the_weights_of_the_records_it_keeps(tmp_path: Path) -> None:
+    """A unit payload with weights: the cap operator's sketch payloads carry the kept records'
+    weights (not the dropped ones'), as sketch_payloads of the kept values and weights would."""
+    cfg = _cfg(
+        tmp_path,
+        "input.format=flow-json",
+        "input.flow_weight=packets",
+        "input.weight_cap=50",
+        "privacy.unit_key=source-ipv4",
+        "privacy.unit_cap=1",
+        windows=1,
+    )
+    units = np.array([7, 7, 8, 7, 8, 9], dtype=np.uint64)
+    values = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint32) << np.uint32(8)
+    weights = np.array([10, 20, 30, 40, 50, 5], dtype=np.int64)
+    ((shard, payload),) = list(unit_payloads(values, units, 1, weights))
+    with _cap(cfg) as capper:
+        out = capper.process((shard, ORIGIN, payload, b""))
+    keep = np.array([True, False, True, False, False, True])
+    expected = [(p, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, weights[keep])]
+    assert out == expected and out != [(p, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, None)]

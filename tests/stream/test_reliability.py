@@ -51,7 +51,10 @@ def test_user_level_config_calibrates_the_mechanism_by_group_privacy() -> None:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["privacy.unit_key=source-ipv4"], "needs input.format 'packed-ipv4-pairs'"),
+        (["privacy.unit_key=source-ipv4"], r"needs input.format 'packed-ipv4-pairs' .* or 'flow-json'"),
+        (["input.format=text-ipv4", "privacy.unit_key=source-ipv4"], "got 'text-ipv4'"),
+        (["input.format=json", "privacy.unit_key=source-ipv4"], "got 'json'"),
+        (["input.format=flow-json", "privacy.unit_key=json:user"], "flow records support user level per source host"),
         (["privacy.unit_key=json:user"], "needs input.format 'json'"),
         (["privacy.unit_key=src"], "must be empty, 'source-ipv4' or 'json:FIELD'"),
         (["privacy.unit_cap=3"], "needs a privacy.unit_key"),
@@ -74,6 +77,53 @@ def test_parameters_that_void_the_guarantee_are_refused(overrides: list[str], me
     """Each invalid or guarantee-voiding setting stops at load with a message naming the key."""
     with pytest.raises(ConfigError, match=message):
         load_config(None, environ={}, overrides=overrides)
+
+
+def _flow_user(*extra: str):
+    return load_config(
+        None,
+        environ={},
+        overrides=[
+            "input.format=flow-json",
+            "privacy.unit_key=source-ipv4",
+            "privacy.unit_cap=4",
+            "privacy.epsilon=2",
+            "privacy.delta=1e-7",
+            *extra,
+        ],
+    )
+
+
+@pytest.mark.parametrize("key", ["src", "dst"])
+def test_flow_records_at_user_level_calibrate_over_the_cap(key: str) -> None:
+    """Flow records per source host (1-D over src or dst): m = 4 records per unit, unweighted, so
+    the mechanism runs at (ε/4, δ·e^(−ε)/4) and the stated budget is (ε, δ) per source host."""
+    cfg = _flow_user(f"input.flow_key={key}")
+    assert cfg.unit == PrivacyUnit("user", "source address", 4) and cfg.unit.group_size == 4
+    assert cfg.budget == PrivacyBudget(2.0, 1e-7) and cfg.values["input"]["flow_key"] == key
+    assert math.isclose(cfg.params.epsilon, 0.5) and math.isclose(cfg.params.delta, 1e-7 * math.exp(-2) / 4)
+
+
+@pytest.mark.parametrize("spec", ["ipv4:8,16,24,32", "ipv4:8,16,24,32 x ipv4:8,16,24,32"])
+def test_weighted_flow_records_at_user_level_calibrate_over_m_times_w(spec: str) -> None:
+    """User level with records weighted by bytes clipped at W = 1500 (1-D and pairs): one source host
+    is at most m·W = 6000 unit elements, so ε' = ε/6000, δ' = δ·e^(−ε)/6000, and the guarantee and
+    the ledger's budget statement say "capped at 4 records ..., each record weighted by bytes clipped at 1500"."""
+    cfg = _flow_user(f"hierarchy.spec={spec}", "input.flow_weight=bytes", "input.weight_cap=1500")
+    assert cfg.unit == PrivacyUnit("user", "source address", 4, weight_cap=1500, weight="bytes")
+    assert cfg.unit.group_size == 4 * 1500
+    assert cfg.params.epsilon * 6000 <= 2.0 and math.isclose(cfg.params.epsilon, 2.0 / 6000)
+    assert math.isclose(cfg.params.delta, 1e-7 * math.exp(-2) / 6000)
+    assert cfg.unit.user_cost(PrivacyBudget(cfg.params.epsilon, cfg.params.delta)).epsilon <= 2.0
+    entry = budget_statement(cfg.params, h=cfg.hierarchy.h, unit=cfg.unit, budget=cfg.budget)
+    assert entry["unit"] == "user" and entry["unit_cap"] == 4 and entry["weight_cap"] == 1500
+    assert entry["guarantee"] == (
+        "(2, 1e-07)-DP with respect to adding or removing all records of one privacy unit (source address), "
+        "each unit capped at 4 records per window, each record weighted by bytes clipped at 1500"
+    )
+    assert entry["event_level"]["calibration"] == (
+        "group privacy over 6000 unit elements (4 records per unit, weight <= 1500 bytes per record)"
+    )
 
 
 def test_warnings_for_weak_but_valid_parameters() -> None:
