@@ -29,7 +29,9 @@ Reasons (every one a property of the message alone): ``empty``, ``oversized`` (o
 only: a packed message is decoded whatever its size), ``bad_length``, ``invalid_utf8``, ``bad_ipv4``,
 ``wrong_family`` (an IPv6 address on an IPv4 topic), ``bad_json``, ``missing_field``,
 ``bad_time``, ``missing_unit``, ``bad_path_empty_component``, ``bad_path_too_long``, ``bad_path_too_deep``,
-``bad_path_depth``.
+``bad_path_depth``; flow records add ``bad_counter``, ``counter_too_large``, ``bad_address`` and
+``zero_weight`` (a valid record of weight 0 in a run weighted by packets or bytes: dead-lettered,
+never counted, like ``wrong_family``).
 """
 
 from __future__ import annotations

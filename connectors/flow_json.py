@@ -71,7 +71,10 @@ Reasons, checked in this order (the first that applies; never any record content
   (zone ids such as ``fe80::1%eth0`` are not addresses);
 * ``wrong_family`` — a valid address of the other family (``family`` = ``ipv4`` or ``ipv6``);
 * ``bad_time`` — the time field is not a time in a format above, or not after the epoch (with
-  ``require_time=True`` a record with no time at all is also ``bad_time``).
+  ``require_time=True`` a record with no time at all is also ``bad_time``);
+* ``zero_weight`` — a valid record whose weight (``packets`` or ``bytes``, when the decoder weights
+  by one of them) is 0: it carries nothing to count, and a sketch takes weights >= 1 only
+  (exporters do emit such records, e.g. for flows whose packets were all sampled away).
 
 JSON is parsed with orjson (2-3x the whole decoder's speed with the standard library's parser,
 see tests/connectors/bench_flow_json.py) and falls back to :mod:`json` when orjson is missing or
@@ -138,6 +141,7 @@ REASONS = (
     "bad_address",
     "wrong_family",
     "bad_time",
+    "zero_weight",
 )
 #: Default bound on ``packets`` and ``bytes`` (see the module docstring).
 MAX_COUNTER = 1 << 48
@@ -514,6 +518,11 @@ class FlowJsonDecoder:
         for j in np.flatnonzero(ok & ~t_ok).tolist():
             reasons[where[j]] = "bad_time"
         ok &= t_ok
+        if self.weight != "records":  # weight 0: nothing to count (a sketch takes weights >= 1)
+            zero = ok & (weights == 0)
+            for j in np.flatnonzero(zero).tolist():
+                reasons[where[j]] = "zero_weight"
+            ok &= ~zero
         sel4 = ok[v4_at]
         sel6 = ok[v6_at]
         cols4 = FlowColumns(

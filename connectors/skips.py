@@ -45,6 +45,7 @@ printed** (not in reports, snapshot output, stderr, nor exceptions):
 * ``not_ipv4`` — a well-formed packet of another protocol (IPv6, ARP, ...);
 * ``wrong_family`` — a valid IPv6 address in an IPv4 run, or a valid dotted quad in an IPv6 run
   (also a flow record of the other family, :mod:`connectors.flow_json`);
+* ``zero_weight`` — a valid flow record of 0 packets or bytes in a run weighted by them;
 * ``bad_path_depth`` / ``bad_path_too_deep`` — a well-formed path with another number of
   components than the hierarchy's;
 * ``out_of_domain`` — a valid value outside a public ``--domain`` (the snapshot modules clamp or
@@ -90,7 +91,9 @@ UNPARSABLE = frozenset(
 )
 
 #: Reasons for valid records that are not elements of this run: their counts are never shown.
-EXCLUDED = frozenset({"not_ipv4", "wrong_family", "bad_path_depth", "bad_path_too_deep", "out_of_domain"})
+EXCLUDED = frozenset(
+    {"not_ipv4", "wrong_family", "zero_weight", "bad_path_depth", "bad_path_too_deep", "out_of_domain"}
+)
 
 
 def is_unparsable(reason: str) -> bool:

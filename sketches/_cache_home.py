@@ -12,8 +12,8 @@ __all__ = ["user_cache_home"]
 
 
 def user_cache_home() -> str:
-    """``$DPHHH_HOME``, else ``$XDG_CACHE_HOME/dphhh``, else ``~/.cache/dphhh`` (user-expanded)."""
+    """``$DPHHH_HOME`` (made absolute), else ``$XDG_CACHE_HOME/dphhh``, else ``~/.cache/dphhh``."""
     own = os.environ.get("DPHHH_HOME")
-    if own:
-        return os.path.expanduser(own)
+    if own:  # absolute: every process (a job's Python workers run elsewhere) finds the same folder
+        return os.path.abspath(os.path.expanduser(own))
     return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dphhh")

@@ -243,7 +243,7 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
     flat = np.frombuffer(payload, dtype=np.int64, offset=16)
     sizes = flat[:h].tolist()
     if min(sizes, default=0) < 0 or sum(sizes) != n or flat.size != h + (2 if kind == _KEYS_W else 1) * n:
-        raise UsageError(f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold its {n} keys")
+        raise UsageError(f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold its keys")
     out, start = [], h
     for size in sizes:
         out.append(flat[start : start + size])

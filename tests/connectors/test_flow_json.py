@@ -209,6 +209,7 @@ BAD = [
     (rec(timestamp_start="2026-11-30 01:55:00 UTC"), "bad_time"),
     (rec(timestamp_start="1969-12-31 23:59:59.000000"), "bad_time"),  # before the epoch
     (rec(timestamp_start="yesterday"), "bad_time"),
+    (rec(packets=0, bytes=0), "zero_weight"),  # the default decoder weights by packets
     (rec(timestamp_start="-5"), "bad_time"),
     (rec(timestamp_start="1796003700.25.1"), "bad_time"),
     (rec(timestamp_start=1796003700.25), "bad_time"),
@@ -239,9 +240,10 @@ def test_parsers_agree(monkeypatch) -> None:
 
 
 def test_all_reasons_are_registered() -> None:
-    """Every reason is classified in connectors.skips; only wrong_family is excluded."""
+    """Every reason is classified in connectors.skips; only the valid records (of the other family,
+    of weight 0) are excluded."""
     assert set(REASONS) <= UNPARSABLE | EXCLUDED
-    assert {r for r in REASONS if r in EXCLUDED} == {"wrong_family"}
+    assert {r for r in REASONS if r in EXCLUDED} == {"wrong_family", "zero_weight"}
     assert {r for _, r in BAD} == set(REASONS) - {"wrong_family"}
 
 
@@ -253,6 +255,7 @@ def test_checks_follow_the_documented_order() -> None:
     assert d.decode(rec(bytes=MAX_COUNTER + 1, ip_src="nope")).reasons == ["counter_too_large"]
     assert d.decode(rec(ip_src="nope", timestamp_start="nope")).reasons == ["bad_address"]
     assert d.decode(rec(ip_src="2001:db8::1", timestamp_start="nope")).reasons == ["wrong_family"]
+    assert d.decode(rec(packets=0, bytes=0, timestamp_start="nope")).reasons == ["bad_time"]
     assert d.decode(rec(ip_src="2001:db8::1", timestamp_start=[1])).reasons == ["wrong_family"]
 
 
@@ -261,7 +264,22 @@ def test_counter_bound_is_inclusive_and_configurable() -> None:
     small = FlowJsonDecoder("pmacct", max_counter=1000)
     assert small.decode(rec(bytes=1000)).reasons == [None]
     assert small.decode(rec(bytes=1001)).reasons == ["counter_too_large"]
-    assert FlowJsonDecoder("pmacct").decode(rec(packets=0, bytes=0)).reasons == [None]
+    assert FlowJsonDecoder("pmacct", weight="records").decode(rec(packets=0, bytes=0)).reasons == [None]
+
+
+def test_a_record_of_weight_zero_is_zero_weight_when_weighted_by_that_counter() -> None:
+    """0 packets or 0 bytes is a valid record, but a run weighted by that counter has nothing to
+    count (a sketch takes weights >= 1): ``zero_weight``, alike record by record and by columns."""
+    assert FlowJsonDecoder("pmacct", weight="packets").decode(rec(packets=0, bytes=0)).reasons == ["zero_weight"]
+    assert FlowJsonDecoder("pmacct", weight="bytes").decode(rec(packets=0, bytes=0)).reasons == ["zero_weight"]
+    assert FlowJsonDecoder("pmacct", weight="records").decode(rec(packets=0, bytes=0)).reasons == [None]
+    assert FlowJsonDecoder("pmacct", weight="bytes").decode(rec(packets=0, bytes=40)).reasons == [None]
+    batch = [rec(packets=i % 3, bytes=(i % 3) * 60) for i in range(64)]  # a columnar batch
+    for weight in ("packets", "bytes"):
+        decoder = FlowJsonDecoder("pmacct", weight=weight)
+        columns, each = decoder.decode_many(batch), decoder.decode_each(batch)
+        assert columns.reasons == each.reasons == ["zero_weight" if i % 3 == 0 else None for i in range(64)]
+        assert columns.ipv4.weights.min() >= 1 and columns.ipv4.weights.tolist() == each.ipv4.weights.tolist()
 
 
 def test_zero_and_missing_times() -> None:

@@ -66,12 +66,13 @@ def _row(ip: str, t: int) -> bytes:
     return json.dumps({"ip": ip, "t": t}).encode()
 
 
-#: The JSON placements: the window the added element counts in, or the reason it is dead-lettered.
+#: The JSON placements: the added element's address, and the window it counts in or the reason
+#: it is dead-lettered.
 PLACEMENTS = {
-    "first_window": (0, None),
-    "late_before_stragglers": (2, None),
-    "far_future": (None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
-    "beyond_band": (None, "too_far_ahead"),  # inside the schedule, beyond the band
+    "first_window": ("192.0.2.55", 0, None),
+    "late_before_stragglers": ("192.0.2.56", 2, None),
+    "far_future": ("192.0.2.57", None, "after_until"),  # beyond the schedule (and the band): rejected by its own time
+    "beyond_band": ("192.0.2.58", None, "too_far_ahead"),  # inside the schedule, beyond the band
 }
 
 
@@ -84,14 +85,14 @@ def json_plan(extras: tuple[str, ...] = ()) -> list[tuple[int, bytes | None]]:
     rows.append((2200, b'{"ip": "not json"'))  # a bad record, dead-lettered in both runs
     rows += [(4200, _row(f"10.2.0.{i % 5}", 4200 + i)) for i in range(30)]  # window 2
     rows += [(3600, _row("10.1.9.9", 3500 + i)) for i in range(5)]  # stragglers of window 1 (arrive in it)
-    if "first_window" in extras:
-        rows.append((300, _row("192.0.2.55", 300)))
-    if "late_before_stragglers" in extras:
-        rows.append((3400, _row("192.0.2.56", 4100)))  # of window 2, sent during window 1
+    if "first_window" in extras:  # after the beyond_band element: that one stays the first arrival
+        rows.append((1500, _row(PLACEMENTS["first_window"][0], 1500)))
+    if "late_before_stragglers" in extras:  # of window 2, sent during window 1
+        rows.append((3400, _row(PLACEMENTS["late_before_stragglers"][0], 4100)))
     if "far_future" in extras:
-        rows.append((2300, _row("192.0.2.57", 10**10)))
-    if "beyond_band" in extras:
-        rows.append((1000, _row("192.0.2.57", 1000 + BAND + 1000)))  # window 2 or 3, but 4 s ahead of arrival
+        rows.append((2300, _row(PLACEMENTS["far_future"][0], 10**10)))
+    if "beyond_band" in extras:  # window 2 or 3, but 4 s ahead of arrival
+        rows.append((1000, _row(PLACEMENTS["beyond_band"][0], 1000 + BAND + 1000)))
     return sorted(rows, key=lambda r: r[0])
 
 
@@ -285,10 +286,11 @@ def test_one_more_json_element_at_each_placement_changes_no_observable(broker, t
     x = run_live(tmp_path / "x", "side-json-x", "json", json_plan())
     y = run_live(tmp_path / "y", "side-json-y", "json", json_plan(tuple(PLACEMENTS)))
     own = y.dead - x.dead  # the added elements' own dead letters (their values hold their own times)
-    assert sorted(reason for reason, _ in own.elements()) == sorted(r for _, r in PLACEMENTS.values() if r)
-    assert all(b"192.0.2.57" in base64.b64decode(value) for _, value in own.elements())
-    assert_same_observables(x, y, own)
-    assert _diff_totals(x, y) == {w * SIZE: 1 for w, _ in PLACEMENTS.values() if w is not None}
+    by_address = {json.loads(base64.b64decode(value))["ip"]: reason for reason, value in own.elements()}
+    assert sum(own.values()) == len(by_address)  # one dead letter per dead-lettered element
+    assert by_address == {ip: reason for ip, _, reason in PLACEMENTS.values() if reason}
+    assert_same_observables(x, y, own)  # and X's dead letters all in Y's
+    assert _diff_totals(x, y) == {w * SIZE: 1 for _, w, _ in PLACEMENTS.values() if w is not None}
 
 
 def test_one_more_address_over_the_old_size_limit_changes_no_observable(broker, tmp_path: Path) -> None:

@@ -361,7 +361,9 @@ def test_cap_operator_keeps_at_most_the_cap_of_each_unit_per_window(tmp_path: Pa
 
 def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Path) -> None:
     """flow-json weighted by bytes with input.weight_cap = 1000: a 5,000-byte record counts 1,000,
-    smaller ones their bytes, in the window of their own time; dead letters keep their reasons."""
+    smaller ones their bytes, in the window of their own time; dead letters keep their reasons; a
+    record of 0 bytes is dead-lettered zero_weight (and, a valid record, not counted in a metric)
+    instead of failing the operator."""
     cfg = load_config(
         None,
         environ={},
@@ -397,6 +399,7 @@ def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Pa
         rec("10.1.1.1", 70, "2.500"),
         b"{bad",
         rec("2001:db8::1", 80, "1.100"),
+        json.dumps({"ip_src": "10.1.1.3", "packets": 0, "bytes": 0, "timestamp_start": "1970-01-01 00:00:01"}).encode(),
     ]
     decode = _decode(cfg).open()
     sketch = _sketch(cfg).open()
@@ -410,7 +413,9 @@ def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Pa
     assert first[3].counters() == dict(zip(ip, [1000, 500, 999]))
     assert first[2].counters()[int(cfg.hierarchy.keys(np.array([0x0A010101], np.uint32), 3)[0])] == 1500
     assert [s.total for s in unpack_sketches(state[2000])] == [70] * 4
-    assert [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]] == ["bad_json", "wrong_family"]
+    dead = [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]]
+    assert dead == ["bad_json", "wrong_family", "zero_weight"]
+    assert decode.metrics() == {"dphhh.decode.dead_letters_bad_json": 1}  # valid records are never counted
     chain.end_of_input()
     assert sketch.state_keys("sketch-windows") == []
     assert [w for w, _ in chain.outputs if w != TICK_WINDOW] == [1000] * 4 + [2000] * 4  # one release per level

@@ -42,6 +42,8 @@ def _flows(tmp_path: Path) -> tuple[Path, dict[str, int]]:
         )
     order = rng.permutation(len(lines))
     text = "\n".join(json.dumps(lines[i]) for i in order) + "\n{not json\n" + '{"ip_src": "1.2.3.4"}\n'
+    # a valid record of 0 packets and 0 bytes: one record, but nothing to count by packets or bytes
+    text += '{"ip_src": "198.51.100.9", "ip_dst": "10.0.0.1", "packets": 0, "bytes": 0}\n'
     f = tmp_path / "flows.jsonl"
     f.write_text(text)
     return f, {"198.51.100.0/24": 40 * 1400, "203.0.0.0/8": 2000 * 40}
@@ -71,10 +73,10 @@ def test_exact_weighted_by_bytes_sums_the_flows(capsys, tmp_path: Path) -> None:
         "198.51.100.0/24": 56000,
         "203.0.0.0/8": 80000,
     }
-    assert doc["diagnostics"]["skipped"] == {"bad_json": 1, "missing_field": 1}
+    assert doc["diagnostics"]["skipped"] == {"bad_json": 1, "missing_field": 1, "zero_weight": 1}  # NON-PRIVATE
     code, out, _ = _run(capsys, "exact", "--input", str(f), "--input-format", "flow-json", "--tau", "30")
     by_records = json.loads(out)
-    assert by_records["n"] == 2040 and "198.51.100.0/24" in {x["prefix"] for x in by_records["hhh"]}
+    assert by_records["n"] == 2041 and "198.51.100.0/24" in {x["prefix"] for x in by_records["hhh"]}
     clipped = json.loads(
         _run(
             capsys,
