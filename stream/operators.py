@@ -55,8 +55,8 @@ from .wire import (
     stamp,
     unit_payloads,
     unpack_sketches,
+    unpack_unit_payload,
     unpack_weighted_levels,
-    unpack_weighted_unit_payload,
 )
 
 MAX_WATERMARK = 2**63 - 1
@@ -293,7 +293,7 @@ class CapOperator(KeyedProcessFunction):
             else:
                 cap = UnitCap.from_bytes(data)
             self.cache[where] = cap
-        units, values, weights = unpack_weighted_unit_payload(payload)
+        units, values, weights = unpack_unit_payload(payload)
         keep = cap.keep(units)
         self.state.put(window, cap.to_bytes())
         if int(keep.sum()):

@@ -6,7 +6,7 @@
   weighted records the h weight arrays aligned with them) for pairs, IPv6 and paths:
   :func:`sketch_payloads`, :func:`ipv4_payloads`, :func:`pack_levels`, :func:`unpack_weighted_levels`;
 * unit payloads (``decode`` → ``cap``, user-level privacy: unit keys, values and, for weighted
-  records, their clipped weights): :func:`unit_payloads`, :func:`unpack_weighted_unit_payload`;
+  records, their clipped weights): :func:`unit_payloads`, :func:`unpack_unit_payload`;
 * sketch state (``sketch``'s keyed state): :func:`pack_sketches` / :func:`unpack_sketches`;
 * dead-letter records (reason, the original bytes, the record timestamp): :func:`dead_letter_record`;
 * stamped values (a value with the Kafka record timestamp it must carry): :func:`stamp` / :func:`unstamp`.
@@ -51,7 +51,6 @@ __all__ = [
     "unpack_sketches",
     "unpack_unit_payload",
     "unpack_weighted_levels",
-    "unpack_weighted_unit_payload",
     "unstamp",
 ]
 
@@ -200,13 +199,7 @@ def unit_payloads(
         yield s, pickle.dumps((units[chosen], select(values, chosen), mine), protocol=5)
 
 
-def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any]:
-    """(unit keys, values) of a :func:`unit_payloads` payload."""
-    units, values, _ = unpack_weighted_unit_payload(payload)
-    return units, values
-
-
-def unpack_weighted_unit_payload(payload: bytes) -> tuple[np.ndarray, Any, np.ndarray | None]:
+def unpack_unit_payload(payload: bytes) -> tuple[np.ndarray, Any, np.ndarray | None]:
     """(unit keys, values, weights aligned with them or ``None``) of a :func:`unit_payloads` payload."""
     units, values, weights = pickle.loads(payload)
     return units, values, weights

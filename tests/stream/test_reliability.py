@@ -208,10 +208,11 @@ def test_unit_payloads_keep_each_unit_in_one_shard_in_order() -> None:
     values = rng.integers(0, 2**32, 2000, dtype=np.uint64).astype(np.uint32)
     shards = unit_shards(units, 3)
     got = {s: unpack_unit_payload(p) for s, p in unit_payloads(values, units, 3)}
-    for s, (u, v) in got.items():
+    for s, (u, v, w) in got.items():
+        assert w is None  # unweighted values carry no weights
         chosen = shards == s
         assert u.tolist() == units[chosen].tolist() and v.tolist() == values[chosen].tolist()
-    assert sum(len(u) for u, _ in got.values()) == 2000
+    assert sum(len(u) for u, _, _ in got.values()) == 2000
     assert all(len(set(shards[units == u].tolist())) == 1 for u in np.unique(units))
 
 

@@ -24,7 +24,6 @@ from stream.wire import (
     unpack_levels,
     unpack_unit_payload,
     unpack_weighted_levels,
-    unpack_weighted_unit_payload,
 )
 
 PAIRS = "hierarchy.spec=ipv4:8,16,24,32 x ipv4:8,16,24,32"
@@ -191,10 +190,9 @@ def test_unit_payloads_carry_the_clipped_weights_with_their_values() -> None:
     got = dict(unit_payloads(pairs, units, 3, weights))
     assert sorted(got) == sorted(set(shards.tolist()))
     for s, payload in got.items():
-        u, (first, second), w = unpack_weighted_unit_payload(payload)
+        u, (first, second), w = unpack_unit_payload(payload)
         chosen = shards == s
         assert u.tolist() == units[chosen].tolist() and first.tolist() == pairs[0][chosen].tolist()
         assert second.tolist() == pairs[1][chosen].tolist() and w.tolist() == weights[chosen].tolist()
-        assert unpack_unit_payload(payload)[0].tolist() == u.tolist()
     for payload in dict(unit_payloads(pairs[1], units, 3)).values():
-        assert unpack_weighted_unit_payload(payload)[2] is None
+        assert unpack_unit_payload(payload)[2] is None
