@@ -32,13 +32,16 @@ the input. The latency job is live: its windows are released by the broker's wal
    pairs (``packed-ipv4-pairs``, 8 bytes per element) from ``--user-units`` Zipf-distributed unit
    addresses, with user-level privacy on (``privacy.unit_key = "source-ipv4"``, ``unit_cap =
    --user-cap``): the cost of the ``cap`` operator, compared with ``e2e packed`` in the same run.
-2c. ``e2e flows`` (``--only packed,flows``): ``--flow-records`` flow records (default 10^6) as
+2c. ``e2e flows`` (``--only packed,flows``): ``--flow-records`` flow records (default 3·10^6) as
    nfacctd's kafka plugin publishes them (one pmacct JSON object per message: ``ip_src``,
    ``ip_dst``, ports, ``packets``, heavy-tailed ``bytes``, ``timestamp_start``), the sources being
    the packed scenario's synthetic addresses; the job reads them with ``input.format =
    flow-json`` weighted by bytes (W = 1500). Next to it the consume-only loop and Kafka's own
    Java consumer (``kafka.tools.ConsumerPerformance`` from the shipped jars) on the same topic:
-   the ingest ceilings. Target ≥ 200,000 flow records/s.
+   the ingest ceilings. Target ≥ 200,000 flow records/s. The Java batcher reads the usual records
+   into columns (``flink.batch_parse_flows``, the default); ``--only packed,flows,flows-python``
+   adds the baseline of the same run: a second job on the same topic with every record decoded in
+   Python (``flink.batch_parse_flows = false``), and its ratio to the first.
 3. ``e2e 1/msg``: the same with one address per message (default 10^6 messages, ``--quick``
    2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
    ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
@@ -106,7 +109,7 @@ BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time,
 TARGET_ADDRESSES_PER_S = 1_000_000
 TARGET_RATIO = 0.5
 TARGET_LATENCY_S = 5.0
-SCENARIOS = {"packed", "user", "single", "latency", "flows"}
+SCENARIOS = {"packed", "user", "single", "latency", "flows", "flows-python"}
 CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
 
 
@@ -556,6 +559,7 @@ class Job:
         checkpoint_ms: int = 2000,
         privacy: dict | None = None,
         inputs: dict | None = None,
+        flink: dict | None = None,
     ) -> None:
         """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job."""
         self.bench, self.name, self.topics = bench, name, topics
@@ -574,6 +578,7 @@ class Job:
                 "checkpoint_interval_ms": checkpoint_ms,
                 "checkpoint_dir": str(self.dir / "checkpoints"),
                 "prometheus_port": str(self.port),
+                **(flink or {}),
             },
             "output": {
                 "ledger_dir": str(self.dir / "ledger"),
@@ -713,6 +718,7 @@ class Bench:
         self.results: dict[str, JobResult] = {}
         self.rows: list[Row] = []
         self.notes: list[str] = []
+        self.inputs: dict[str, tuple[str, int]] = {}  # job name -> (input topic, messages)
 
     def bounded(
         self,
@@ -725,12 +731,19 @@ class Bench:
         units: np.ndarray | None = None,
         privacy: dict | None = None,
         inputs: dict | None = None,
+        flink: dict | None = None,
+        reuse: tuple[str, int] | None = None,
     ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
-        """Publish, optionally time the consume-only loop, run the bounded job."""
+        """Publish (or, with ``reuse`` = (input topic, messages), read an earlier job's input),
+        optionally time the consume-only loop, run the bounded job."""
         topics = self.kafka.topics(f"{self.prefix}-{name}")
-        n_msgs, _, _ = self.kafka.produce(
-            topics["input_topic"], stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name
-        )
+        if reuse is None:
+            n_msgs, _, _ = self.kafka.produce(
+                topics["input_topic"], stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name
+            )
+        else:
+            topics["input_topic"], n_msgs = reuse
+        self.inputs[name] = (topics["input_topic"], n_msgs)
         ceiling = None
         if consume:
             log(f"  consume-only loop on {topics['input_topic']} ...")
@@ -751,6 +764,7 @@ class Bench:
             checkpoint_ms=self.args.checkpoint_ms,
             privacy=privacy,
             inputs=inputs,
+            flink=flink,
         )
         try:
             job.start()
@@ -801,10 +815,22 @@ class Bench:
         units: np.ndarray | None = None,
         privacy: dict | None = None,
         inputs: dict | None = None,
+        flink: dict | None = None,
+        reuse: tuple[str, int] | None = None,
     ) -> None:
         n_addr = len(addresses)
         result, n_msgs, ceiling = self.bounded(
-            name, addresses, per_message, windows, fmt, consume=True, units=units, privacy=privacy, inputs=inputs
+            name,
+            addresses,
+            per_message,
+            windows,
+            fmt,
+            consume=reuse is None,
+            units=units,
+            privacy=privacy,
+            inputs=inputs,
+            flink=flink,
+            reuse=reuse,
         )
         ceiling_rate = None
         if ceiling is not None:
@@ -863,6 +889,20 @@ class Bench:
             f"last report {fmt_s(result.last_report)}, process exit {fmt_s(result.exited)} after the process start; "
             f"tasks running after {fmt_s(result.tasks_running)}" + (f"; {result.note}" if result.note else "")
         )
+
+    def note_ratio(self, name: str, baseline: str, n: int) -> None:
+        """A note with job ``name``'s rate over job ``baseline``'s (tasks running -> last report)."""
+        rates = {}
+        for key in (name, baseline):
+            r = self.results.get(key)
+            if r is None or r.last_report is None or r.tasks_running is None or r.last_report <= r.tasks_running:
+                return
+            rates[key] = n / (r.last_report - r.tasks_running)
+        self.notes.append(
+            f"{name} / {baseline} (tasks running -> last report, same run): {rates[name]:,.0f} / "
+            f"{rates[baseline]:,.0f} records/s = {rates[name] / rates[baseline]:.2f}x"
+        )
+        log(f"  {self.notes[-1]}")
 
     def latency(self) -> None:
         a = self.args
@@ -1050,15 +1090,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--flow-records",
         type=int,
-        default=1_000_000,
-        help="flows scenario: flow records, one per message (default 10^6)",
+        default=3_000_000,
+        help="flows scenario: flow records, one per message (default 3·10^6: shorter runs mostly time the JVM's "
+        "warm-up, its JIT compilers taking most of a core here)",
     )
     ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")
     ap.add_argument(
         "--only",
         default="packed,single,latency",
-        help="comma-separated scenarios to run: packed, user, single, latency (default: all but user)",
+        help="comma-separated scenarios to run: packed, user, flows, flows-python (with flows), single, latency "
+        "(default: packed,single,latency)",
     )
     ap.add_argument(
         "--set",
@@ -1159,17 +1201,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"{windows} window(s) ..."
             )
             addresses = synthetic_addresses(args.flow_records, seed=1)
-            bench.throughput(
-                "flows (pmacct JSON, bytes, W=1500)",
-                "flows",
-                addresses,
-                1,
-                windows,
-                "flow-json",
-                startup,
-                False,
-                inputs={"flow_weight": "bytes", "weight_cap": 1500},
-            )
+            variants = [("flows (pmacct JSON, bytes, W=1500)", "flows", {})]
+            if "flows-python" in only:  # the baseline: the same topic, every record decoded in Python
+                variants.append(
+                    (
+                        "flows, all decoded in Python (batch_parse_flows = false)",
+                        "flows-python",
+                        {"batch_parse_flows": False},
+                    )
+                )
+            for label, name, flink in variants:
+                log(f"{name}: {label} ...")
+                bench.throughput(
+                    label,
+                    name,
+                    addresses,
+                    1,
+                    windows,
+                    "flow-json",
+                    startup,
+                    False,
+                    inputs={"flow_weight": "bytes", "weight_cap": 1500},
+                    flink=flink,
+                    reuse=bench.inputs.get("flows"),  # None for the first
+                )
+            if "flows-python" in only:
+                bench.note_ratio("flows", "flows-python", args.flow_records)
             del addresses
         if "single" in only:
             fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"

@@ -104,7 +104,8 @@ class DecodedBatch:
     of message ``i`` (0 when bad) follow each other in ``values`` (uint32 array or list of paths),
     in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field);
     ``units`` (uint64, aligned with ``values``) when the decoder reads privacy-unit keys;
-    ``weights`` (int64, aligned with ``values``, not yet clipped) for weighted flow records."""
+    ``weights`` (int64, aligned with ``values``, not yet clipped) for weighted flow records;
+    ``ok`` (bool per message: ``reasons[i] is None``) when the decoder has it at hand."""
 
     reasons: list[str | None]
     counts: np.ndarray
@@ -112,6 +113,7 @@ class DecodedBatch:
     event_times: np.ndarray | None = None
     units: np.ndarray | None = None
     weights: np.ndarray | None = None
+    ok: np.ndarray | None = None
 
 
 class MessageDecoder:
@@ -276,6 +278,63 @@ class MessageDecoder:
         times[pairs.index] = pairs.event_ms
         weights = pairs.weights if self.weighted else None
         return DecodedBatch(pairs.reasons, counts, pairs.destinations, times, pairs.sources.astype(np.uint64), weights)
+
+    def jvm_flow_parser(self) -> tuple[str, int, int, int, int, list[str]] | None:
+        """The settings of the Java ``FlowRecordParser`` that reads this decoder's flow records as
+        it does (schema, addresses: 0 source / 1 destination / 2 both, weight: 0 packets /
+        1 bytes / 2 records, max counter, max record bytes, time fields), or ``None`` for a format
+        other than ``flow-json``."""
+        if self.flow is None:
+            return None
+        f = self.flow
+        addresses = 2 if self.flow_dst is not None else ("src", "dst").index(f.key)
+        weight = ("packets", "bytes", "records").index(f.weight)
+        return f.schema, addresses, weight, f.max_counter, f.max_record_bytes, list(f.time_fields)
+
+    def decode_flows_parsed(
+        self,
+        parsed: np.ndarray,
+        sources: np.ndarray,
+        destinations: np.ndarray,
+        weights: np.ndarray,
+        event_ms: np.ndarray,
+        others: list[bytes | None],
+    ) -> DecodedBatch:
+        """The :meth:`decode_many` outcome of a batch of flow records of which the Java
+        ``FlowRecordParser`` (set up with :meth:`jvm_flow_parser`) read those marked ``parsed``
+        into the columns (one entry each, in order); ``others`` are the values of the rest, in
+        order, decoded here. The parser reads a record only when it decodes here to those very
+        columns (tests/stream/test_flow_record_parser.py), so this equals :meth:`decode_many` on
+        every value."""
+        assert self.flow is not None
+        n = parsed.shape[0]
+        rest = self.decode_many(others)
+        at = np.flatnonzero(~parsed)
+        ok = parsed.copy()
+        ok[at] = rest.counts > 0  # one value per decoded flow record
+        reasons: list[str | None] = [None] * n
+        if len(rest.reasons) != rest.counts.sum():
+            for j in np.flatnonzero(rest.counts == 0).tolist():
+                reasons[int(at[j])] = rest.reasons[j]
+        pairs = self.flow_dst is not None
+        chosen = destinations if pairs or self.flow.key == "dst" else sources
+
+        def merged(column: np.ndarray, other: np.ndarray | None, dtype) -> np.ndarray:
+            out = np.zeros(n, dtype=dtype)
+            out[parsed] = column
+            if other is not None:
+                out[at[rest.counts > 0]] = other
+            return out[ok]
+
+        values = merged(chosen, rest.values, np.uint32)
+        units = None
+        if self.has_units:
+            units = merged(sources, rest.units, np.uint64)
+        times = np.full(n, -1, dtype=np.int64)
+        times[parsed] = event_ms
+        times[at] = rest.event_times
+        merged_weights = merged(weights, rest.weights, np.int64) if self.weighted else None
+        return DecodedBatch(reasons, ok.astype(np.int64), values, times, units, merged_weights, ok)
 
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.

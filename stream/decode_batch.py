@@ -25,7 +25,7 @@ import numpy as np
 from connectors.decode import MessageDecoder
 
 from .clock import TICK, is_tick
-from .message_batch import NO_TIMESTAMP, unpack_batch
+from .message_batch import NO_TIMESTAMP, read_batch
 from .schedule import ELEMENT_REASONS, ReleaseSchedule
 
 __all__ = ["BatchOutcome", "decode_batch"]
@@ -45,21 +45,32 @@ class BatchOutcome:
 
 
 def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule) -> BatchOutcome:
-    """Decode one ``MessageBatcher`` record under ``schedule`` (see the module docstring)."""
-    timestamps, messages = unpack_batch(data)
+    """Decode one ``MessageBatcher`` record under ``schedule`` (see the module docstring); a ``DPB2``
+    record's flow records read by the batcher come as columns (:meth:`MessageDecoder.decode_flows_parsed`)."""
+    batch = read_batch(data)
+    flows = batch.flows if decoder.flow is not None else None
+    # the messages not read into columns (all of them in a DPB1 record): clock records are among these
+    others_at = np.arange(len(batch)) if flows is None else np.flatnonzero(~flows.parsed)
+    others = batch.values(others_at)
     out = BatchOutcome()
     # a clock record is the exact bytes TICK; ``in`` compares in C (most batches hold none)
-    ticks = {i for i, m in enumerate(messages) if is_tick(m)} if TICK in messages else set()
-    out.ticks = len(ticks)
-    if ticks:
-        kept = [i for i in range(len(messages)) if i not in ticks]
-        timestamps = timestamps[np.array(kept, dtype=np.int64)]
-        messages = [messages[i] for i in kept]
-    if not messages:
+    kept = np.arange(len(batch))
+    if TICK in others:
+        ticks = [i for i, m in zip(others_at.tolist(), others) if is_tick(m)]
+        out.ticks = len(ticks)
+        others = [m for m in others if not is_tick(m)]
+        kept = np.setdiff1d(kept, np.array(ticks, dtype=np.int64), assume_unique=True)
+    if not kept.size:
         return out
-    decoded = decoder.decode_many(messages)
-    kafka_ts = [None if t == NO_TIMESTAMP else t for t in timestamps.tolist()]
-    good = np.array([r is None for r in decoded.reasons], dtype=bool)
+    timestamps = batch.timestamps[kept]
+    if flows is None:
+        decoded = decoder.decode_many(others)
+    else:
+        parsed = flows.parsed[kept]
+        decoded = decoder.decode_flows_parsed(
+            parsed, flows.sources, flows.destinations, flows.weights, flows.event_ms, others
+        )
+    good = decoded.ok if decoded.ok is not None else np.array([r is None for r in decoded.reasons], dtype=bool)
     stamped = timestamps >= 0  # NO_TIMESTAMP, and Kafka's -1 ("no timestamp"), are negative
     events = timestamps.copy()
     if decoded.event_times is not None:
@@ -68,12 +79,15 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
     starts, verdict = schedule.accept(np.where(stamped, events, 0), np.where(stamped, timestamps, 0))
     keep = good & stamped & (verdict < 0)
     for i in np.flatnonzero(~keep).tolist():
+        message = batch.value(int(kept[i]))
+        stamp = int(timestamps[i])
+        kafka_ts = None if stamp == NO_TIMESTAMP else stamp
         if not good[i]:
-            out.dead.append((decoded.reasons[i], messages[i], kafka_ts[i]))
+            out.dead.append((decoded.reasons[i], message, kafka_ts))
         elif not stamped[i]:
-            out.dead.append(("no_timestamp", messages[i], kafka_ts[i]))
+            out.dead.append(("no_timestamp", message, kafka_ts))
         elif verdict[i] >= 0:
-            out.dead.append((ELEMENT_REASONS[int(verdict[i])], messages[i], kafka_ts[i]))
+            out.dead.append((ELEMENT_REASONS[int(verdict[i])], message, kafka_ts))
     if not keep.any():
         return out
     element_keep = np.repeat(keep, decoded.counts)
@@ -82,7 +96,7 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
     as_list = isinstance(values, list)
     if as_list:
         values = np.array(values + [None], dtype=object)[:-1]  # 1-d even when every path is alike
-    for start in sorted(set(starts[keep].tolist())):
+    for start in np.unique(starts[keep]).tolist():
         mask = element_keep & (element_start == start)
         chosen = values[mask]
         units = None if decoded.units is None else decoded.units[mask]

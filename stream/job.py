@@ -23,7 +23,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .config import JobConfig
-from .operators import STEP_IDS, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator, dead_letter_tag
+from .operators import (
+    STEP_IDS,
+    CapOperator,
+    DecodeOperator,
+    ReleaseOperator,
+    SketchOperator,
+    dead_letter_tag,
+    message_decoder_of,
+)
 from .paths import deploy_dir, jars_dir, script_env
 
 __all__ = [
@@ -95,7 +103,8 @@ def ensure_operator_jar() -> Path:
         staged = Path(tmp) / jar.name
         subprocess.run([jar_tool, "cf", str(staged), "-C", str(classes), "."], check=True)
         for old in jar.parent.glob("dphhh-operators-*.jar"):
-            old.unlink()
+            if old != jar:  # (a concurrent build of the same sources replaces it atomically below)
+                old.unlink(missing_ok=True)
         staged.replace(jar)
     return jar
 
@@ -252,18 +261,32 @@ def source_parallelism(cfg: JobConfig) -> int:
 
 
 def _batched(records, cfg: JobConfig):
-    """``records`` (message values) packed into batch records by the Java ``MessageBatcher``."""
+    """``records`` (message values) packed into batch records by the Java ``MessageBatcher``; with
+    ``input.format = "flow-json"`` and ``flink.batch_parse_flows`` (the default) its
+    ``FlowRecordParser`` reads the usual flow records into columns (stream/message_batch.py)."""
     from pyflink.common import Types
     from pyflink.datastream.data_stream import DataStream
     from pyflink.java_gateway import get_gateway
 
     f = cfg.values["flink"]
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()
-    batcher = get_gateway().jvm.io.dphhh.flink.MessageBatcher(
+    gateway = get_gateway()
+    parser = None
+    settings = message_decoder_of(cfg).jvm_flow_parser() if f["batch_parse_flows"] else None
+    if settings is not None:  # flow records read into columns on the Java side (DPB2 batches)
+        schema, addresses, weight, max_counter, max_record_bytes, time_fields = settings
+        names = gateway.new_array(gateway.jvm.String, len(time_fields))
+        for j, name in enumerate(time_fields):
+            names[j] = name
+        parser = gateway.jvm.io.dphhh.flink.FlowRecordParser(
+            schema, addresses, weight, max_counter, max_record_bytes, names
+        )
+    batcher = gateway.jvm.io.dphhh.flink.MessageBatcher(
         f["batch_max_messages"],
         f["batch_max_bytes"],
         f["batch_max_delay_ms"],
         cfg.values["output"]["test_checkpoint_delay_ms"],
+        parser,
     )
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
 

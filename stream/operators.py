@@ -146,19 +146,7 @@ class DecodeOperator(ProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "decode")
-        i = self.cfg.values["input"]
-        self.decoder = MessageDecoder(
-            i["format"],
-            max_message_bytes=i["max_message_bytes"],
-            json_field=i["json_field"],
-            json_time_field=i["json_time_field"] or None,
-            unit_field=unit_field_of(self.cfg),
-            path_depth=self.cfg.hierarchy.h,
-            flow_schema=i["flow_schema"],
-            flow_key=i["flow_key"],
-            flow_weight=i["flow_weight"],
-            source_units=source_units_of(self.cfg),
-        )
+        self.decoder = message_decoder_of(self.cfg)
         self.tag = dead_letter_tag()
         self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
@@ -208,6 +196,23 @@ class DecodeOperator(ProcessFunction):
                 continue
             for p, payload, labels in sketch_payloads(values, self.cfg, weights):
                 yield p, start, payload, labels
+
+
+def message_decoder_of(cfg: JobConfig) -> MessageDecoder:
+    """The decoder of the job's input messages (``input.*``, the hierarchy's depth, the privacy unit)."""
+    i = cfg.values["input"]
+    return MessageDecoder(
+        i["format"],
+        max_message_bytes=i["max_message_bytes"],
+        json_field=i["json_field"],
+        json_time_field=i["json_time_field"] or None,
+        unit_field=unit_field_of(cfg),
+        path_depth=cfg.hierarchy.h,
+        flow_schema=i["flow_schema"],
+        flow_key=i["flow_key"],
+        flow_weight=i["flow_weight"],
+        source_units=source_units_of(cfg),
+    )
 
 
 def unit_field_of(cfg: JobConfig) -> str | None:

@@ -474,19 +474,23 @@ def test_columnar_batches_match_record_by_record(family: str, weight: str) -> No
         _same_batch(decoder.decode_many(values), decoder.decode_each(values))
 
 
+#: a goflow2 v1 record (CamelCase names)
+GOFLOW2_V1 = {
+    "Type": "IPFIX",
+    "TimeReceivedNs": 1796003701000000000,
+    "TimeFlowStartNs": 1796003700250000000,
+    "Bytes": 204,
+    "Packets": 3,
+    "SrcAddr": "192.0.2.5",
+    "DstAddr": "192.0.2.1",
+}
+
+
 def test_columnar_goflow2_batches_match_record_by_record() -> None:
     """The same for goflow2: v2 and v1 names mixed in one batch, zero flow times, bad counters."""
     rng = random.Random(7)
     base = json.loads(fixture("goflow2-ipfix-mixed")[0])
-    v1 = {
-        "Type": "IPFIX",
-        "TimeReceivedNs": 1796003701000000000,
-        "TimeFlowStartNs": 1796003700250000000,
-        "Bytes": 204,
-        "Packets": 3,
-        "SrcAddr": "192.0.2.5",
-        "DstAddr": "192.0.2.1",
-    }
+    v1 = GOFLOW2_V1
     pool = [
         changed(base),
         changed(base, time_flow_start_ns=0),

@@ -15,7 +15,7 @@ from connectors.text import parse_ipv4_each
 from stream.clock import TICK
 from stream.config import load_config
 from stream.decode_batch import decode_batch
-from stream.message_batch import NO_TIMESTAMP, BatchFormatError, pack_batch, unpack_batch
+from stream.message_batch import NO_TIMESTAMP, BatchFormatError, ParsedFlows, pack_batch, read_batch, unpack_batch
 from stream.schedule import ReleaseSchedule
 from stream.wire import expand_by_partition, ipv4_payloads, unpack_levels
 
@@ -100,9 +100,44 @@ def test_batch_layout_round_trips_and_rejects_corruption() -> None:
     assert ts.tolist() == [5, NO_TIMESTAMP, -1, 2**40]
     empty_ts, empty_values = unpack_batch(pack_batch([], []))
     assert empty_ts.size == 0 and empty_values == []
-    for broken in (b"", b"DPB2" + data[4:], data[:-1], data + b"x", data[:10]):
+    for broken in (b"", b"DPB9" + data[4:], b"DPB2" + data[4:], data[:-1], data + b"x", data[:10]):
         with pytest.raises(BatchFormatError, match="Possible corruption"):
             unpack_batch(broken)
+
+
+def test_flow_batch_layout_round_trips_its_columns_and_rejects_corruption() -> None:
+    """A DPB2 record (the Java batcher with its flow parser) gives back its values, timestamps and
+    the parsed records' columns; damaged columns, flags or values are refused."""
+    values = [b'{"a": 1}', None, b"raw", b'{"b": 2}']
+    flows = ParsedFlows(
+        np.array([True, False, False, True]),
+        np.array([1, 2**32 - 1], dtype=np.uint32),
+        np.array([0, 7], dtype=np.uint32),
+        np.array([3, 1500], dtype=np.int64),
+        np.array([-1, 2**41], dtype=np.int64),
+    )
+    data = pack_batch([1, 2, None, 4], values, flows)
+    batch = read_batch(data)
+    assert batch.values() == values and batch.value(2) == b"raw" and batch.values([3, 0]) == [values[3], values[0]]
+    assert batch.timestamps.tolist() == [1, 2, NO_TIMESTAMP, 4]
+    assert batch.flows is not None and batch.flows.parsed.tolist() == [True, False, False, True]
+    for got, want in zip(
+        (batch.flows.sources, batch.flows.destinations, batch.flows.weights, batch.flows.event_ms),
+        list(vars(flows).values())[1:],
+    ):
+        assert got.tolist() == want.tolist()
+    flags_at = len(data) - sum(len(v) for v in values if v) - len(values)
+    two_flags = data[:flags_at] + b"\x01\x01" + data[flags_at + 2 :]  # three flags set, two columns
+    null_parsed = pack_batch([1, 2], [None, b"x"], ParsedFlows(np.array([True, False]), *([np.zeros(1)] * 4)))
+    for broken in (
+        data[:-1],
+        data[:12],
+        two_flags,
+        null_parsed,
+        data[: 8 + 12 * 4] + b"\xff\xff\xff\x7f" + data[8 + 12 * 4 + 4 :],
+    ):
+        with pytest.raises(BatchFormatError, match="Possible corruption"):
+            read_batch(broken)
 
 
 def _live(size: int = 1000, **kw) -> ReleaseSchedule:

@@ -23,23 +23,37 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
  *
  * <p>Batch layout (little-endian): magic "DPB1", int32 n, n int64 timestamps (Long.MIN_VALUE when
  * a record has none), n int32 lengths (-1 for a null value), then the n values back to back.
+ *
+ * <p>With a {@link FlowRecordParser} (flow-json input), each message the parser reads also goes
+ * into columns, and the layout is "DPB2": the same header, timestamps and lengths, then int32 k,
+ * k uint32 source addresses, k uint32 destination addresses, k int64 weights, k int64 event times,
+ * n uint8 flags (1 = parsed; k of them), then every value (stream/message_batch.py reads both).
  */
 public final class MessageBatcher extends AbstractStreamOperator<byte[]>
         implements OneInputStreamOperator<byte[], byte[]> {
 
     private static final long serialVersionUID = 1L;
     private static final byte[] MAGIC = {'D', 'P', 'B', '1'};
+    private static final byte[] MAGIC_FLOWS = {'D', 'P', 'B', '2'};
 
     private final int maxRecords;
     private final int maxBytes;
     private final long maxDelayMs;
     private final long checkpointDelayMs;
+    private final FlowRecordParser parser;
 
     private transient long[] timestamps;
     private transient int[] lengths;
-    private transient ByteArrayOutputStream values;
+    private transient Buffer values;
     private transient int count;
     private transient boolean timerPending;
+    private transient byte[] parsed;
+    private transient int[] sources;
+    private transient int[] destinations;
+    private transient long[] weights;
+    private transient long[] eventMs;
+    private transient int parsedCount;
+    private transient long[] columns;
 
     public MessageBatcher(int maxRecords, int maxBytes, long maxDelayMs) {
         this(maxRecords, maxBytes, maxDelayMs, 0L);
@@ -50,6 +64,12 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
      *     this operator, so that a test can act while a checkpoint is in progress (0 = never)
      */
     public MessageBatcher(int maxRecords, int maxBytes, long maxDelayMs, long checkpointDelayMs) {
+        this(maxRecords, maxBytes, maxDelayMs, checkpointDelayMs, null);
+    }
+
+    /** @param parser reads flow records into columns (DPB2 batches); null for DPB1 batches */
+    public MessageBatcher(
+            int maxRecords, int maxBytes, long maxDelayMs, long checkpointDelayMs, FlowRecordParser parser) {
         if (maxRecords < 1 || maxBytes < 1 || maxDelayMs < 1 || checkpointDelayMs < 0) {
             throw new IllegalArgumentException(
                     "MessageBatcher: maxRecords, maxBytes and maxDelayMs must be >= 1, checkpointDelayMs >= 0");
@@ -58,6 +78,7 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
         this.maxBytes = maxBytes;
         this.maxDelayMs = maxDelayMs;
         this.checkpointDelayMs = checkpointDelayMs;
+        this.parser = parser;
     }
 
     @Override
@@ -65,8 +86,17 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
         super.open();
         timestamps = new long[Math.min(maxRecords, 1024)];
         lengths = new int[timestamps.length];
-        values = new ByteArrayOutputStream(Math.min(maxBytes, 1 << 20));
+        values = new Buffer(Math.min(maxBytes, 1 << 20));
         count = 0;
+        if (parser != null) {
+            parsed = new byte[timestamps.length];
+            sources = new int[timestamps.length];
+            destinations = new int[timestamps.length];
+            weights = new long[timestamps.length];
+            eventMs = new long[timestamps.length];
+            columns = new long[4];
+            parsedCount = 0;
+        }
     }
 
     @Override
@@ -80,11 +110,29 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
             int grown = Math.min(maxRecords, timestamps.length * 2);
             timestamps = Arrays.copyOf(timestamps, grown);
             lengths = Arrays.copyOf(lengths, grown);
+            if (parser != null) {
+                parsed = Arrays.copyOf(parsed, grown);
+                sources = Arrays.copyOf(sources, grown);
+                destinations = Arrays.copyOf(destinations, grown);
+                weights = Arrays.copyOf(weights, grown);
+                eventMs = Arrays.copyOf(eventMs, grown);
+            }
         }
         timestamps[count] = element.hasTimestamp() ? element.getTimestamp() : Long.MIN_VALUE;
         lengths[count] = value == null ? -1 : size;
         if (value != null) {
             values.write(value, 0, size);
+        }
+        if (parser != null) {
+            boolean read = parser.parse(value, 0, size, columns);
+            parsed[count] = (byte) (read ? 1 : 0);
+            if (read) {
+                sources[parsedCount] = (int) columns[0];
+                destinations[parsedCount] = (int) columns[1];
+                weights[parsedCount] = columns[2];
+                eventMs[parsedCount] = columns[3];
+                parsedCount++;
+            }
         }
         count++;
         if (count >= maxRecords || values.size() >= maxBytes) {
@@ -129,8 +177,10 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
         if (count == 0) {
             return;
         }
-        ByteBuffer out = ByteBuffer.allocate(8 + 12 * count + values.size()).order(ByteOrder.LITTLE_ENDIAN);
-        out.put(MAGIC).putInt(count);
+        int columnBytes = parser == null ? 0 : 4 + 24 * parsedCount + count;
+        ByteBuffer out = ByteBuffer.allocate(8 + 12 * count + columnBytes + values.size())
+                .order(ByteOrder.LITTLE_ENDIAN);
+        out.put(parser == null ? MAGIC : MAGIC_FLOWS).putInt(count);
         long last = Long.MIN_VALUE;
         for (int i = 0; i < count; i++) {
             out.putLong(timestamps[i]);
@@ -139,13 +189,41 @@ public final class MessageBatcher extends AbstractStreamOperator<byte[]>
         for (int i = 0; i < count; i++) {
             out.putInt(lengths[i]);
         }
-        out.put(values.toByteArray());
+        if (parser != null) {
+            out.putInt(parsedCount);
+            for (int i = 0; i < parsedCount; i++) {
+                out.putInt(sources[i]);
+            }
+            for (int i = 0; i < parsedCount; i++) {
+                out.putInt(destinations[i]);
+            }
+            for (int i = 0; i < parsedCount; i++) {
+                out.putLong(weights[i]);
+            }
+            for (int i = 0; i < parsedCount; i++) {
+                out.putLong(eventMs[i]);
+            }
+            out.put(parsed, 0, count);
+            parsedCount = 0;
+        }
+        out.put(values.bytes(), 0, values.size());
         count = 0;
         values.reset();
         if (last == Long.MIN_VALUE) {
             output.collect(new StreamRecord<>(out.array()));
         } else {
             output.collect(new StreamRecord<>(out.array(), last));
+        }
+    }
+
+    /** A byte buffer whose array is read in place (no copy per flush). */
+    private static final class Buffer extends ByteArrayOutputStream {
+        Buffer(int size) {
+            super(size);
+        }
+
+        byte[] bytes() {
+            return buf;
         }
     }
 }
