@@ -310,20 +310,19 @@ class MessageDecoder:
         n = parsed.shape[0]
         rest = self.decode_many(others)
         at = np.flatnonzero(~parsed)
+        rest_ok = rest.counts > 0  # one value per decoded flow record
         ok = parsed.copy()
-        ok[at] = rest.counts > 0  # one value per decoded flow record
+        ok[at] = rest_ok
         reasons: list[str | None] = [None] * n
-        if len(rest.reasons) != rest.counts.sum():
-            for j in np.flatnonzero(rest.counts == 0).tolist():
-                reasons[int(at[j])] = rest.reasons[j]
-        pairs = self.flow_dst is not None
-        chosen = destinations if pairs or self.flow.key == "dst" else sources
+        for j in np.flatnonzero(~rest_ok).tolist():
+            reasons[int(at[j])] = rest.reasons[j]
+        chosen = destinations if self.flow_dst is not None or self.flow.key == "dst" else sources
 
         def merged(column: np.ndarray, other: np.ndarray | None, dtype) -> np.ndarray:
             out = np.zeros(n, dtype=dtype)
             out[parsed] = column
             if other is not None:
-                out[at[rest.counts > 0]] = other
+                out[at[rest_ok]] = other
             return out[ok]
 
         values = merged(chosen, rest.values, np.uint32)
