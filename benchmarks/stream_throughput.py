@@ -42,6 +42,10 @@ the input. The latency job is live: its windows are released by the broker's wal
    into columns (``flink.batch_parse_flows``, the default); ``--only packed,flows,flows-python``
    adds the baseline of the same run: a second job on the same topic with every record decoded in
    Python (``flink.batch_parse_flows = false``), and its ratio to the first.
+2d. ``--baseline DIR`` (another checkout, e.g. a worktree of the commit before a change): the
+   packed and flows scenarios run a second job with that checkout's code on the same input topic,
+   and the notes print this checkout's rate over the baseline's (tasks running → last report), the
+   before/after of a change in one run (the baseline runs second: the input is in the page cache).
 3. ``e2e 1/msg``: the same with one address per message (default 10^6 messages, ``--quick``
    2·10^4; packed 4-byte messages, or ``--single-format text`` for dotted quads) over
    ``--single-windows`` windows, next to the consume-only loop on that topic; the ratio column is
@@ -146,11 +150,15 @@ def toml_text(values: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_environment() -> dict[str, str]:
-    """This environment without ``DPHHH_<SECTION>_<KEY>`` overrides (the config file decides)."""
+def job_environment(code: Path | None = None) -> dict[str, str]:
+    """This environment without ``DPHHH_<SECTION>_<KEY>`` overrides (the config file decides);
+    with ``code`` (another checkout, ``--baseline``) its packages first on ``PYTHONPATH``, so that the
+    job and its Python workers run that code with this virtual environment."""
     prefixes = tuple(f"DPHHH_{section.upper()}_" for section in DEFAULTS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env["PYTHONUNBUFFERED"] = "1"
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -560,8 +568,11 @@ class Job:
         privacy: dict | None = None,
         inputs: dict | None = None,
         flink: dict | None = None,
+        code: Path | None = None,
     ) -> None:
-        """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job."""
+        """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job.
+        ``code``: another checkout whose code the job runs (``--baseline``), else this one's."""
+        self.code = code
         self.bench, self.name, self.topics = bench, name, topics
         self.dir = bench.work / name
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -611,7 +622,7 @@ class Job:
             cwd=self.dir,
             stdout=self.stdout,
             stderr=self.stderr,
-            env=job_environment(),
+            env=job_environment(self.code),
             start_new_session=True,
         )
         log(f"  {self.name}: job started (pid {self.proc.pid}, run folder {self.dir / 'run'})")
@@ -733,9 +744,10 @@ class Bench:
         inputs: dict | None = None,
         flink: dict | None = None,
         reuse: tuple[str, int] | None = None,
+        code: Path | None = None,
     ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
         """Publish (or, with ``reuse`` = (input topic, messages), read an earlier job's input),
-        optionally time the consume-only loop, run the bounded job."""
+        optionally time the consume-only loop, run the bounded job (``code``: another checkout's)."""
         topics = self.kafka.topics(f"{self.prefix}-{name}")
         if reuse is None:
             n_msgs, _, _ = self.kafka.produce(
@@ -765,6 +777,7 @@ class Bench:
             privacy=privacy,
             inputs=inputs,
             flink=flink,
+            code=code,
         )
         try:
             job.start()
@@ -817,6 +830,7 @@ class Bench:
         inputs: dict | None = None,
         flink: dict | None = None,
         reuse: tuple[str, int] | None = None,
+        code: Path | None = None,
     ) -> None:
         n_addr = len(addresses)
         result, n_msgs, ceiling = self.bounded(
@@ -831,6 +845,7 @@ class Bench:
             inputs=inputs,
             flink=flink,
             reuse=reuse,
+            code=code,
         )
         ceiling_rate = None
         if ceiling is not None:
@@ -1111,6 +1126,14 @@ def main(argv: list[str] | None = None) -> int:
         help="passed to every job as `dphhh run --set` (e.g. privacy.partitions=2)",
     )
     ap.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap (default the local broker)")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout (e.g. `git worktree add /tmp/before HEAD~1`): the packed and flows scenarios "
+        "also run its code on the same input topics, and the notes give this checkout's rate over its "
+        "(the before/after of a change, in one run; its deploy/jars may be a link to this one's)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, ledgers) and the topics")
     ap.add_argument(
         "--quick",
@@ -1166,6 +1189,20 @@ def main(argv: list[str] | None = None) -> int:
             bench.throughput(
                 f"packed ({args.batch}/msg)", "packed", addresses, args.batch, windows, "packed-ipv4", startup, True
             )
+            if args.baseline is not None:  # the same topic, the other checkout's code
+                bench.throughput(
+                    f"packed ({args.batch}/msg), baseline {args.baseline.name}",
+                    "packed-baseline",
+                    addresses,
+                    args.batch,
+                    windows,
+                    "packed-ipv4",
+                    startup,
+                    True,
+                    reuse=bench.inputs.get("packed"),
+                    code=args.baseline,
+                )
+                bench.note_ratio("packed", "packed-baseline", args.addresses)
             del addresses
         if "user" in only:
             windows = max(1, round(args.addresses / args.window_addresses))
@@ -1227,6 +1264,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if "flows-python" in only:
                 bench.note_ratio("flows", "flows-python", args.flow_records)
+            if args.baseline is not None:
+                bench.throughput(
+                    f"flows, baseline {args.baseline.name}",
+                    "flows-baseline",
+                    addresses,
+                    1,
+                    windows,
+                    "flow-json",
+                    startup,
+                    False,
+                    inputs={"flow_weight": "bytes", "weight_cap": 1500},
+                    reuse=bench.inputs.get("flows"),
+                    code=args.baseline,
+                )
+                bench.note_ratio("flows", "flows-baseline", args.flow_records)
             del addresses
         if "single" in only:
             fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"

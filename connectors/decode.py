@@ -335,6 +335,36 @@ class MessageDecoder:
         merged_weights = merged(weights, rest.weights, np.int64) if self.weighted else None
         return DecodedBatch(reasons, ok.astype(np.int64), values, times, units, merged_weights, ok)
 
+    def holds_element(self, value: bytes | None) -> bool:
+        """Whether a message this decoder refused may still hold an element of the run's kind —
+        a valid address (or path) beside a bad time, a missing unit, bad counters, a bad length,
+        or an oversized message (not parsed: it may). Only a refused message that holds **no**
+        element is counted in the job's public dead-letter counters (docs/ALGORITHMS.md §0.1 f);
+        when in doubt the answer is True."""
+        if not value:
+            return False
+        if self.flow is not None:
+            return self.flow.holds_element(value) or (self.flow_dst is not None and self.flow_dst.holds_element(value))
+        if self.format in PACKED_FORMATS:
+            return len(value) >= (4 if self.format == "packed-ipv4" else 8)
+        if len(value) > self.max_message_bytes:
+            return True
+        try:
+            text = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        if self.format == "json":
+            try:
+                obj = json.loads(text)
+            except (ValueError, RecursionError):
+                return False
+            if not isinstance(obj, dict) or not isinstance(obj.get(self.json_field), str):
+                return False
+            text = obj[self.json_field]
+        if self.format == "path":
+            return bool(parse_paths([text], SkipCounter(), max_depth=len(text) + 1, max_length=len(text) + 1))
+        return bool(parse_ipv4_each([text])[1].all())
+
     def _size_reason(self, value: bytes | None) -> str | None:
         """``empty``, or ``oversized`` for a one-element format's message over ``max_message_bytes``.
         A packed message is never refused for its size: one more element would otherwise drop

@@ -443,6 +443,25 @@ class FlowJsonDecoder:
             times.append(t)
         return self._finish(reasons, where, addrs, packets, nbytes, times)
 
+    def holds_element(self, value: bytes | str | None) -> bool:
+        """Whether a record this decoder refused may still hold an element: its key field is an
+        IP address (either family), whatever its counters, time or size. A refused record is
+        counted in a public metric only when this is False (docs/ALGORITHMS.md §0.1 f); when in
+        doubt the answer is True."""
+        if not value:
+            return False
+        if len(value) > self.max_record_bytes:
+            return True  # not parsed: it may hold one
+        obj, reason = _slow_loads(value)
+        if reason is not None or not isinstance(obj, dict):
+            return False
+        a = obj.get(self._key_field)
+        if a is None and self._key_alt is not None:
+            a = obj.get(self._key_alt)
+        if not isinstance(a, str):
+            return False
+        return bool(parse_ipv4_each([a])[1].all()) or _ipv6_int(a) is not None
+
     def decode(self, value: bytes | str | None) -> FlowBatch:
         """Decode one record (a batch of one)."""
         return self.decode_many([value])

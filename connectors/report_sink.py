@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from sketches.errors import OperationalError
 
-__all__ = ["JsonLinesReportFile", "ReportSinkError"]
+__all__ = ["JsonLinesReportFile", "ReportSinkError", "ReportsTopic", "ReportsTopicError"]
 
 
 class ReportSinkError(OperationalError, OSError):
@@ -75,3 +76,107 @@ class JsonLinesReportFile:
             raise ReportSinkError(f"report file {self.path}: cannot write: {exc.strerror}") from None
         self._seen.add(key)
         return True
+
+
+class ReportsTopicError(OperationalError):
+    """The reports topic stayed unwritable for too long: the job fails, restarts and republishes the
+    stored report (never a fresh one)."""
+
+
+class ReportsTopic:
+    """The reports topic, written by the release operator itself: one Kafka transaction per report,
+    begun and committed at the report's publication time (docs/ALGORITHMS.md §0.1 g), so that when
+    a report becomes readable — to ``read_committed`` and ``read_uncommitted`` readers alike, and
+    as the partition's end offset — is a public time, not the time of a checkpoint.
+
+    ``transactional_id`` is the deployment's (the job's group id): a new writer fences every older
+    one (a zombie attempt of the release task cannot publish twice). While the broker is away a
+    send is retried with backoff (a fresh writer each time) for up to ``retry_s``; then
+    :class:`ReportsTopicError` (the job restarts and republishes the stored report)."""
+
+    def __init__(self, options: dict, topic: str, transactional_id: str, retry_s: float = 300.0) -> None:
+        self.options = dict(options)
+        self.topic = topic
+        self.transactional_id = transactional_id
+        self.retry_s = retry_s
+        self.producer: Any = None
+
+    def _open(self) -> Any:
+        from kafka import KafkaProducer
+
+        from .kafka_io import _open_client
+
+        producer = _open_client(
+            KafkaProducer,
+            self.options,
+            transactional_id=self.transactional_id,
+            acks="all",
+            linger_ms=0,
+            retries=5,
+        )
+        producer.init_transactions()  # fences any older writer of this deployment
+        return producer
+
+    def send(self, report: bytes, timestamp_ms: int) -> None:
+        """Publish one report in a transaction of its own (record timestamp = its scheduled time)."""
+        import time
+
+        deadline, pause, last = time.monotonic() + self.retry_s, 0.5, "unknown"
+        while True:
+            try:
+                if self.producer is None:
+                    self.producer = self._open()
+                self.producer.begin_transaction()
+                self.producer.send(self.topic, value=report, timestamp_ms=int(timestamp_ms)).get(timeout=30)
+                self.producer.commit_transaction()
+                return
+            except Exception as exc:  # the broker away, a fenced or broken writer: a fresh one, later
+                last = type(exc).__name__
+                self.close()
+                if time.monotonic() + pause > deadline:
+                    raise ReportsTopicError(
+                        f"reports topic {self.topic}: cannot publish for {self.retry_s:.0f} s ({last})"
+                    ) from None
+                time.sleep(pause)
+                pause = min(2 * pause, 2.0)
+
+    def holds(self, window_start: int, last: int = 64) -> bool:
+        """Whether one of the topic's last ``last`` committed reports is the window's (after a crash
+        between a publication and its mark in the ledger)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        from .kafka_io import _open_client
+
+        consumer = _open_client(
+            KafkaConsumer, self.options, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
+        )
+        try:
+            parts = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
+            consumer.assign(parts)
+            ends = consumer.end_offsets(parts)
+            for tp in parts:
+                consumer.seek(tp, max(0, ends[tp] - last))
+            import time
+
+            deadline = time.monotonic() + 30
+            while any(consumer.position(tp) < ends[tp] for tp in parts):
+                if time.monotonic() > deadline:
+                    raise ReportsTopicError(f"reports topic {self.topic}: cannot read its last reports")
+                for records in consumer.poll(timeout_ms=500).values():
+                    for r in records:
+                        try:
+                            if _window_key(r.value) == int(window_start):
+                                return True
+                        except (ValueError, KeyError, TypeError):
+                            continue
+            return False
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        if self.producer is not None:
+            try:
+                self.producer.close(timeout=5)
+            except Exception:
+                pass
+            self.producer = None

@@ -27,6 +27,7 @@ def budget_statement(
     unit: Any = None,
     budget: PrivacyBudget | None = None,
     spending: Mapping[str, Any] | None = None,
+    key_collision_delta: float = 0.0,
 ) -> dict[str, Any]:
     """The budget statement of one window released with ``params`` over ``h`` sketched levels.
 
@@ -39,6 +40,7 @@ def budget_statement(
     cal = WindowCalibration.of(params, h)
     scales = cal.scales
     total = rel + size
+    total = PrivacyBudget(total.epsilon, total.delta + key_collision_delta)
     release_entry: dict[str, Any] = {
         "mechanism": f"misra_gries_release/{params.variant}",
         "calibration": params.calibration,
@@ -65,13 +67,14 @@ def budget_statement(
     if unit is not None and (unit.kind == "user" or unit.weight_cap > 1):
         if budget is None:
             raise UsageError("budget_statement: a user-level or weighted unit needs the budget it is stated at")
-        calibrated = unit.event_budget(budget)
+        calibrated = unit.event_budget(PrivacyBudget(budget.epsilon, budget.delta - key_collision_delta))
+        mechanism = rel + size
         if not (
-            math.isclose(calibrated.epsilon, total.epsilon, rel_tol=1e-9)
-            and math.isclose(calibrated.delta, total.delta, rel_tol=1e-9)
+            math.isclose(calibrated.epsilon, mechanism.epsilon, rel_tol=1e-9)
+            and math.isclose(calibrated.delta, mechanism.delta, rel_tol=1e-9)
         ):
             raise UsageError(  # never claim a unit-level guarantee the mechanism's calibration does not give
-                f"budget_statement: the mechanism runs at ({total.epsilon:g}, {total.delta:g}), not at the group-privacy "
+                f"budget_statement: the mechanism runs at ({mechanism.epsilon:g}, {mechanism.delta:g}), not at the group-privacy "
                 f"calibration ({calibrated.epsilon:g}, {calibrated.delta:g}) of the stated budget"
             )
         out.update(
@@ -81,8 +84,8 @@ def budget_statement(
                 "epsilon": budget.epsilon,
                 "delta": budget.delta,
                 "event_level": {
-                    "epsilon": total.epsilon,
-                    "delta": total.delta,
+                    "epsilon": mechanism.epsilon,
+                    "delta": mechanism.delta,
                     "guarantee": event_text,
                     "calibration": unit.calibration_text(),
                 },
@@ -114,4 +117,13 @@ def budget_statement(
             "scale": cal.size_scale,
         },
     ]
+    if key_collision_delta:
+        out["entries"].append(
+            {
+                "mechanism": "hashed_keys",
+                "epsilon": 0.0,
+                "delta": key_collision_delta,
+                "what": "chance collisions of keyed-hash keys (docs/calibration.md §8)",
+            }
+        )
     return out

@@ -1,11 +1,18 @@
 """Per-window contribution cap for user-level privacy (docs/ALGORITHMS.md §0).
 
-:class:`UnitCap` keeps, in arrival order, the first ``m`` elements of every privacy unit within one
-window and drops the rest (counted in :attr:`UnitCap.dropped`). Whether an element is kept depends
-only on its own unit's earlier elements, so adding or removing all elements of one unit changes at
-most ``m`` kept elements and leaves every other unit's kept elements exactly as they were: the
-sketches then see neighbouring inputs at distance <= m, which group privacy covers
-(:class:`~privacy.unit.PrivacyUnit`).
+:class:`UnitCap` keeps, in the order it is given them, the first ``m`` elements of every privacy
+unit within one window and drops the rest (counted in :attr:`UnitCap.dropped`). Whether an element
+is kept depends only on its own unit's earlier elements, so adding or removing all elements of one
+unit changes at most ``m`` kept elements and leaves every other unit's kept elements exactly as they
+were: the sketches then see neighbouring inputs at distance <= m, which group privacy covers
+(:class:`~privacy.unit.PrivacyUnit`). The stream job gives it each epoch's elements in canonical
+order (docs/ALGORITHMS.md §0 "Canonical order"), so which elements are kept is a function of the
+input log and the public clock.
+
+The state is a compiled open-addressing table unit → kept count: a batch of n elements costs O(n)
+(expected), never O(distinct units), and only the units a batch touched change
+(:meth:`UnitCap.counts_of` / :meth:`UnitCap.restore_counts`: the stream job checkpoints those
+deltas, not the whole state).
 
 Units are ``uint64`` keys; :func:`unit_keys_of` maps arbitrary unit values (JSON field values,
 strings, integers, bytes) to keys with a fixed, public hash.
@@ -24,6 +31,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from sketches._mg_kernel import njit
 from sketches.errors import InputError, UsageError
 from sketches.framing import CRC, seal, unseal
 
@@ -42,55 +50,124 @@ class UnitCapFormatError(InputError):
     """Raised when serialised :class:`UnitCap` bytes are not a valid state."""
 
 
-class UnitCap:
-    """Keep at most ``cap`` elements per privacy unit in one window, in arrival order.
+_MULT = np.uint64(0x9E3779B97F4A7C15)
 
-    State: the sorted distinct units seen so far (``uint64``) and how many elements of each were
-    kept (``1..cap``): O(distinct units) memory. :meth:`keep` is vectorised (stable sort, group
-    ranks, binary search into the state) and gives exactly the mask of the per-element rule
-    "keep iff fewer than ``cap`` elements of this unit were kept before".
+
+@njit(cache=True, inline="always")
+def _probe(unit, tunits, used):
+    """The slot holding ``unit``, or the empty slot where it would go (linear probing)."""
+    m = tunits.shape[0] - 1
+    h = unit * _MULT
+    h ^= h >> np.uint64(29)
+    j = np.int64(h & np.uint64(m))
+    while used[j] and tunits[j] != unit:
+        j = (j + 1) & m
+    return j
+
+
+@njit(cache=True)
+def _keep(units, cap, tunits, tkept, used, meta, mask):
+    """Per element in order: keep iff its unit has kept fewer than ``cap``; ``meta[0]`` = units held."""
+    for i in range(units.shape[0]):
+        j = _probe(units[i], tunits, used)
+        if not used[j]:
+            used[j] = True
+            tunits[j] = units[i]
+            tkept[j] = 0
+            meta[0] += 1
+        if tkept[j] < cap:
+            tkept[j] += 1
+            mask[i] = True
+
+
+@njit(cache=True)
+def _get(units, tunits, tkept, used, out):
+    for i in range(units.shape[0]):
+        j = _probe(units[i], tunits, used)
+        out[i] = tkept[j] if used[j] else 0
+
+
+@njit(cache=True)
+def _set(units, kept, tunits, tkept, used, meta):
+    for i in range(units.shape[0]):
+        j = _probe(units[i], tunits, used)
+        if not used[j]:
+            used[j] = True
+            tunits[j] = units[i]
+            meta[0] += 1
+        tkept[j] = kept[i]
+
+
+class UnitCap:
+    """Keep at most ``cap`` elements per privacy unit in one window, in the order given.
+
+    State: unit → kept count (``1..cap``) in a compiled hash table, O(distinct units) memory;
+    :meth:`keep` is one O(n) pass and gives exactly the mask of the per-element rule "keep iff
+    fewer than ``cap`` elements of this unit were kept before".
     """
 
-    __slots__ = ("cap", "_units", "_kept", "_dropped")
+    __slots__ = ("cap", "_units", "_kept", "_used", "_meta", "_dropped")
 
     def __init__(self, cap: int) -> None:
         self.cap = check_int("UnitCap", "cap", cap, 1)
-        self._units = np.zeros(0, dtype=np.uint64)
-        self._kept = np.zeros(0, dtype=np.int64)
+        self._alloc(16)
         self._dropped = 0
+
+    def _alloc(self, size: int) -> None:
+        self._units = np.zeros(size, dtype=np.uint64)
+        self._kept = np.zeros(size, dtype=np.int64)
+        self._used = np.zeros(size, dtype=np.bool_)
+        self._meta = np.zeros(1, dtype=np.int64)
+
+    def _reserve(self, more: int) -> None:
+        """Grow (doubling, rehashing) so that ``more`` new units keep the load at most 1/2."""
+        need = 2 * (int(self._meta[0]) + more)
+        size = self._units.shape[0]
+        if need <= size:
+            return
+        while size < need:
+            size *= 2
+        units, kept = self._held()
+        self._alloc(size)
+        if units.size:
+            _set(units, kept, self._units, self._kept, self._used, self._meta)
+
+    def _held(self) -> tuple[np.ndarray, np.ndarray]:
+        """(units ascending, their kept counts)."""
+        units, kept = self._units[self._used], self._kept[self._used]
+        order = np.argsort(units)
+        return units[order], kept[order]
 
     # -- the cap -------------------------------------------------------------------------------
     def keep(self, units: np.ndarray | Iterable[int]) -> np.ndarray:
-        """Boolean mask over ``units`` (unit keys of a batch, in arrival order): ``True`` for the
-        elements to keep. Updates the state (earlier batches count, as do earlier elements of this
-        batch)."""
-        arr = _as_unit_array(units)
-        n = arr.shape[0]
-        mask = np.zeros(n, dtype=bool)
-        if n == 0:
+        """Boolean mask over ``units`` (unit keys of a batch, in order): ``True`` for the elements
+        to keep. Updates the state (earlier batches count, as do earlier elements of this batch)."""
+        arr = np.ascontiguousarray(_as_unit_array(units))
+        mask = np.zeros(arr.shape[0], dtype=np.bool_)
+        if arr.shape[0] == 0:
             return mask
-        order = np.argsort(arr, kind="stable")
-        ordered = arr[order]
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        uniq = ordered[starts]
-        sizes = np.diff(np.append(starts, n))
-        # rank of each element among the batch's elements of its unit, in arrival order
-        rank = np.arange(n) - np.repeat(starts, sizes)
-        # elements of each unit kept by earlier batches
-        pos = np.searchsorted(self._units, uniq)
-        present = pos < self._units.shape[0]
-        present[present] = self._units[pos[present]] == uniq[present]
-        before = np.zeros(uniq.shape[0], dtype=np.int64)
-        before[present] = self._kept[pos[present]]
-        mask[order] = (np.repeat(before, sizes) + rank) < self.cap
-        after = np.minimum(before + sizes, self.cap)
-        self._kept[pos[present]] = after[present]
-        if not present.all():
-            new = ~present
-            self._units = np.insert(self._units, pos[new], uniq[new])
-            self._kept = np.insert(self._kept, pos[new], after[new])
-        self._dropped += int(n - np.count_nonzero(mask))
+        self._reserve(arr.shape[0])
+        _keep(arr, self.cap, self._units, self._kept, self._used, self._meta, mask)
+        self._dropped += int(arr.shape[0] - np.count_nonzero(mask))
         return mask
+
+    def counts_of(self, units: np.ndarray | Iterable[int]) -> np.ndarray:
+        """The kept count of each unit (0 for a unit never seen)."""
+        arr = np.ascontiguousarray(_as_unit_array(units))
+        out = np.zeros(arr.shape[0], dtype=np.int64)
+        if arr.size:
+            _get(arr, self._units, self._kept, self._used, out)
+        return out
+
+    def restore_counts(self, units: np.ndarray | Iterable[int], kept: np.ndarray | Iterable[int]) -> None:
+        """Set the kept count of each unit (a checkpointed delta of :meth:`counts_of`; later wins)."""
+        arr = np.ascontiguousarray(_as_unit_array(units))
+        k = np.ascontiguousarray(np.asarray(list(kept) if not isinstance(kept, np.ndarray) else kept, dtype=np.int64))
+        if k.shape != arr.shape or ((k < 1) | (k > self.cap)).any():
+            raise UsageError("UnitCap.restore_counts: one count in 1..cap per unit")
+        if arr.size:
+            self._reserve(arr.shape[0])
+            _set(arr, k, self._units, self._kept, self._used, self._meta)
 
     @property
     def dropped(self) -> int:
@@ -100,21 +177,22 @@ class UnitCap:
     @property
     def kept(self) -> int:
         """Elements kept so far."""
-        return int(self._kept.sum())
+        return int(self._kept[self._used].sum())
 
     @property
     def distinct_units(self) -> int:
         """Distinct units seen so far (the state's size)."""
-        return int(self._units.shape[0])
+        return int(self._meta[0])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, UnitCap):
             return NotImplemented
+        mine, theirs = self._held(), other._held()
         return (
             self.cap == other.cap
             and self._dropped == other._dropped
-            and np.array_equal(self._units, other._units)
-            and np.array_equal(self._kept, other._kept)
+            and np.array_equal(mine[0], theirs[0])
+            and np.array_equal(mine[1], theirs[1])
         )
 
     def __repr__(self) -> str:
@@ -122,9 +200,10 @@ class UnitCap:
 
     # -- serialisation -------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
-        """Versioned, checksummed serialisation (header, units, kept counts, CRC-32)."""
-        fields = (self.cap, self._units.shape[0], self._dropped)
-        body = self._units.astype("<u8").tobytes() + self._kept.astype("<i8").tobytes()
+        """Versioned, checksummed serialisation (header, units ascending, kept counts, CRC-32)."""
+        units, kept = self._held()
+        fields = (self.cap, units.shape[0], self._dropped)
+        body = units.astype("<u8").tobytes() + kept.astype("<i8").tobytes()
         return seal(_HEADER, _MAGIC, _VERSION, fields, body)
 
     @classmethod
@@ -150,8 +229,7 @@ class UnitCap:
         if dropped >= 2**63:
             raise UnitCapFormatError(f"{where}: Possible corruption: dropped count out of range")
         state = cls(int(cap))
-        state._units = units
-        state._kept = kept
+        state.restore_counts(units, kept)
         state._dropped = int(dropped)
         return state
 

@@ -88,13 +88,15 @@ def assemble_report(
     budget: Any = None,
     spending: Mapping[str, Any] | None = None,
     tau_share: float | None = None,
+    key_collision_delta: float = 0.0,
 ) -> dict[str, Any]:
     """Algorithm 4 over one window's releases and the ``dphhh.report/2`` report.
 
     ``unit``/``budget``/``spending``: see :func:`privacy.budget.budget_statement` (user-level privacy
     and the budget guard's account). ``tau_share`` (0 < φ < 1): the threshold is φ times the
     window's *noisy* size ñ (``params.tau`` is then ignored) — post-processing of the released
-    size, so it costs no budget (docs/ALGORITHMS.md §4 "Threshold as a share")."""
+    size, so it costs no budget (docs/ALGORITHMS.md §4 "Threshold as a share").
+    ``key_collision_delta``: the δ charged for hashed keys (docs/calibration.md §8), stated."""
     releases = list(releases)
     h = hierarchy.h
     expected = {(level, p) for level in range(1, h + 1) for p in range(params.partitions)}
@@ -135,7 +137,9 @@ def assemble_report(
         n_noisy=n_root,
         alpha1=a1,
         calibration=cal,
-        statement=budget_statement(params, h=h, unit=unit, budget=budget, spending=spending),
+        statement=budget_statement(
+            params, h=h, unit=unit, budget=budget, spending=spending, key_collision_delta=key_collision_delta
+        ),
         window=window,
         diagnostics=diagnostics,
         secure_randomness=secure_randomness,

@@ -19,7 +19,11 @@ Modules:
 * :mod:`sketches.pairs` — pair hierarchies for two-dimensional HHH (:class:`PairHierarchy`: the
   lattice of (source prefix, destination prefix) nodes, collision-free IPv4 × IPv4 keys);
 * :mod:`sketches._pair_table` — the compiled key → pair table of a pair node whose keys cannot be
-  decoded (the /32 × /32 node, hashed pairs), refusing collisions (internal);
+  decoded (the /32 × /32 node, hashed pairs), merging chance collisions under the smaller pair (internal);
+* :mod:`sketches.keyed` — secret, per-window keyed-hash keys for prefixes wider than 63 bits
+  (:class:`KeySecret`, SipHash-2-4), and the δ their collisions cost (docs/ALGORITHMS.md §1 "Keys");
+* :mod:`sketches.canonical` — the canonical order in which a sketch takes a group of elements
+  (sorted keys, runs as weighted updates; docs/ALGORITHMS.md §0 "Canonical order");
 * :mod:`sketches.exact2d` — the exact two-dimensional HHH reference over a pair hierarchy, overlap
   semantics (:func:`exact_hhh_2d`, docs/ALGORITHMS.md §11; tests and evaluation only: raw data);
 * :mod:`sketches.sizing` — memory and serialised size of a sketch from κ alone (``dphhh plan``);

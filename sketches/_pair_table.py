@@ -1,8 +1,9 @@
 """Compiled key → pair table of a :class:`~sketches.pairs.PairHierarchy` node whose keys cannot be
 decoded (the IPv4 /32 × /32 node's 63-bit mixes, hashed pairs of other hierarchies).
 
-:class:`KeyTable` maps each key it has seen to the two side keys it was computed from and refuses
-a collision — a key already held for another pair — rather than merging the two pairs. It is an
+:class:`KeyTable` maps each key it has seen to the two side keys it was computed from; when two
+pairs share a key (a chance collision of the keyed hash), the smaller pair is kept as the key's
+label — a merge, never an error (docs/ALGORITHMS.md §1 "Keys"). It is an
 open-addressing hash table (linear probing, no deletions, load at most 1/2) in three numpy arrays,
 entered and read by compiled loops, so a batch of n keys costs O(n) with no Python loop, no sort
 and no per-key object (24 bytes per slot against a few hundred for a ``dict`` of tuples).
@@ -30,9 +31,11 @@ def _slot(key, mask):
 
 @njit(cache=True)
 def _enter(keys, first, second, tkeys, tfirst, tsecond, meta):
-    """Enter (keys[i], first[i], second[i]) in order; ``meta[0]`` counts the keys held. Returns −1,
-    or the first ``i`` whose key is held with another pair (the keys before it stay entered)."""
+    """Enter (keys[i], first[i], second[i]) in order; ``meta[0]`` counts the keys held. A key held
+    with another pair keeps the smaller of the two pairs (first key, then second). Returns the
+    number of such merges."""
     mask = tkeys.shape[0] - 1
+    merged = 0
     for i in range(keys.shape[0]):
         key = keys[i]
         j = _slot(key, mask)
@@ -40,7 +43,10 @@ def _enter(keys, first, second, tkeys, tfirst, tsecond, meta):
             held = tkeys[j]
             if held == key:
                 if tfirst[j] != first[i] or tsecond[j] != second[i]:
-                    return i
+                    merged += 1
+                    if first[i] < tfirst[j] or (first[i] == tfirst[j] and second[i] < tsecond[j]):
+                        tfirst[j] = first[i]
+                        tsecond[j] = second[i]
                 break
             if held == EMPTY:
                 tkeys[j] = key
@@ -49,7 +55,7 @@ def _enter(keys, first, second, tkeys, tfirst, tsecond, meta):
                 meta[0] += 1
                 break
             j = (j + 1) & mask
-    return -1
+    return merged
 
 
 @njit(cache=True)
@@ -71,7 +77,7 @@ def _lookup(keys, tkeys, tfirst, tsecond, found, first, second):
 
 
 class KeyTable:
-    """key → (first key, second key) for int64 keys >= 0; a key is never held for two pairs."""
+    """key → (first key, second key) for int64 keys >= 0; a key shared by two pairs keeps the smaller."""
 
     __slots__ = ("_keys", "_first", "_second", "_meta")
 
@@ -102,13 +108,13 @@ class KeyTable:
         _enter(keys, first, second, self._keys, self._first, self._second, self._meta)
 
     def enter(self, keys: np.ndarray, first: np.ndarray, second: np.ndarray) -> int:
-        """Learn each key's pair (int64 arrays of one length); −1, or the index of the first key
-        that is already held for another pair (a collision: the keys before it are learnt)."""
+        """Learn each key's pair (int64 arrays of one length); returns how many keys were already
+        held for another pair (merged: the smaller pair is kept)."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         first = np.ascontiguousarray(first, dtype=np.int64)
         second = np.ascontiguousarray(second, dtype=np.int64)
         if not keys.size:
-            return -1
+            return 0
         self._reserve(keys.shape[0])
         return int(_enter(keys, first, second, self._keys, self._first, self._second, self._meta))
 

@@ -14,16 +14,18 @@ itself, never from arrival order.
 * :class:`PathHierarchy` — ``/``-paths of exactly ``h`` components (``de/bavaria/munich/x``);
   level ℓ keeps the first ℓ components; labels ``de/bavaria``.
 
-IPv6 and path keys are a 63-bit BLAKE2b hash of (level, prefix): a fixed function of the prefix,
-the same in every batch, process and run, and independent of arrival order (the sketch's
-smallest-key tie-break and the partition hash both rely on that). The hierarchy object remembers
-each key's prefix to format labels; a hash collision between two distinct prefixes (probability
-about m²/2⁶⁴ for m prefixes) is detected and refused.
+IPv6 and path keys are a 63-bit **keyed** hash of (level, prefix) (:mod:`sketches.keyed`): a fixed
+function of the prefix within one window — the same in every batch, process and run, independent of
+arrival order (the sketch's smallest-key tie-break and the partition hash rely on that) — under a
+secret key per window (:meth:`Hierarchy.keyed`), so nobody can compute a collision. The object
+remembers each key's prefix to format labels; two prefixes that collide by chance are merged under
+the smaller one, never refused (docs/ALGORITHMS.md §1 "Keys"; their cost is charged to δ,
+docs/calibration.md §8). A hierarchy that was never keyed hashes with a public all-zero key:
+for exact references and tests only — every private path keys its hierarchy.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
+from .keyed import KeySecret
 
 __all__ = [
     "Hierarchy",
@@ -58,6 +61,32 @@ class Hierarchy(ABC):
     """A generalisation hierarchy with sketched levels ``1 .. h`` and the root at level 0."""
 
     kind: str
+    #: whether keys are secret hashes of the prefixes (then they travel with labels, and the
+    #: hierarchy must be :meth:`keyed` with the window's key before it makes private keys)
+    hashed_keys: bool = False
+
+    def labels_of(self, keys: np.ndarray, level: int) -> dict[int, Any]:
+        """``{key: prefix}`` of hashed keys this object has seen (to ship labels beside them);
+        ``{}`` for a hierarchy of exact keys (a key is its own label)."""
+        return {}
+
+    @property
+    def collisions(self) -> int:
+        """How many times this object met a prefix under a key it held for another (merged: the
+        smaller prefix labels the key). Whole-input commands re-key and start over when it is not 0."""
+        return sum(t.merges for t in getattr(self, "_keys", ()))
+
+    @property
+    def hashed_levels(self) -> int:
+        """How many sketched levels have keyed-hash keys (each is charged a δ for label merges,
+        :func:`sketches.keyed.collision_delta`)."""
+        return self.h if self.hashed_keys else 0
+
+    def keyed(self, secret: KeySecret | None) -> Hierarchy:
+        """This hierarchy making its hashed keys under ``secret`` (a window's key,
+        :meth:`sketches.keyed.KeySecret.window`), with fresh label tables (freed with the object);
+        a hierarchy of exact keys returns itself."""
+        return self
 
     @property
     @abstractmethod
@@ -161,23 +190,27 @@ class IPv4Hierarchy(Hierarchy):
         return int(np.asarray(values).shape[0])
 
 
-_KEY_MASK = (1 << 63) - 1
+#: The key of a hierarchy that was never keyed: public (exact references and tests only).
+PUBLIC_KEY = KeySecret(bytes(32))
 
 
 class _PrefixKeys:
-    """Keys of one level: key = 63-bit BLAKE2b of (level, prefix bytes); remembers key → prefix."""
+    """Keys of one level: key = keyed hash of (level, prefix bytes); remembers key → prefix, the
+    smaller prefix when two collide (a merge, never an error: docs/ALGORITHMS.md §1 "Keys")."""
 
-    def __init__(self, owner: str, level: int) -> None:
-        self.owner = owner
-        self.tag = level.to_bytes(1, "little")
+    def __init__(self, level: int, secret: KeySecret) -> None:
+        self.level = level
+        self.secret = secret
         self.items: dict[int, Any] = {}
+        self.merges = 0  # prefixes met under a key already held for another prefix
 
     def key_of(self, item: Any, encoded: bytes) -> int:
-        digest = hashlib.blake2b(self.tag + encoded, digest_size=8).digest()
-        key = int.from_bytes(digest, "little") & _KEY_MASK
-        seen = self.items.setdefault(key, item)
-        if seen != item:
-            raise UsageError(f"{self.owner}: 63-bit key collision between two distinct prefixes; cannot continue")
+        key = self.secret.digest(self.level, encoded)
+        seen = self.items.get(key)
+        if seen is None or item < seen:
+            self.items[key] = item
+        if seen is not None and seen != item:
+            self.merges += 1
         return key
 
     def keys_of(self, uniques: Sequence[Any], encode) -> np.ndarray:
@@ -188,10 +221,15 @@ class IPv6Hierarchy(Hierarchy):
     """IPv6 prefixes of the given increasing lengths; values are ``(hi, lo)`` uint64 arrays."""
 
     kind = "ipv6"
+    hashed_keys = True
 
-    def __init__(self, prefix_lengths: Sequence[int] = (16, 32, 48, 64, 128)) -> None:
+    def __init__(self, prefix_lengths: Sequence[int] = (16, 32, 48, 64, 128), secret: KeySecret | None = None) -> None:
         self.prefix_lengths = _check_prefix_lengths("IPv6Hierarchy", prefix_lengths, 128)
-        self._keys = [_PrefixKeys("IPv6Hierarchy", level) for level in range(len(self.prefix_lengths) + 1)]
+        self.secret = PUBLIC_KEY if secret is None else secret
+        self._keys = [_PrefixKeys(level, self.secret) for level in range(len(self.prefix_lengths) + 1)]
+
+    def keyed(self, secret: KeySecret | None) -> IPv6Hierarchy:
+        return IPv6Hierarchy(self.prefix_lengths, secret)
 
     @property
     def h(self) -> int:
@@ -223,6 +261,19 @@ class IPv6Hierarchy(Hierarchy):
         self._check_level(level)
         return self._keys[level].items[int(key)]
 
+    def labels_of(self, keys: np.ndarray, level: int) -> dict[int, int]:
+        """``{key: 128-bit prefix value}`` for keys this object has seen (labels beside hashed keys)."""
+        self._check_level(level)
+        items = self._keys[level].items
+        return {int(k): items[int(k)] for k in np.unique(np.asarray(keys, dtype=np.int64))}
+
+    def remember(self, level: int, labels: dict[int, int]) -> None:
+        """Learn ``{key: prefix value}`` produced elsewhere (under the same key); each is checked."""
+        self._check_level(level)
+        for key, value in labels.items():
+            if self._keys[level].key_of(int(value), int(value).to_bytes(16, "big")) != int(key):
+                raise UsageError("IPv6Hierarchy: a label does not match its key")
+
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)
         if level == 0:
@@ -248,12 +299,17 @@ class PathHierarchy(Hierarchy):
     """``/``-separated paths of exactly ``depth`` components; level ℓ keeps ℓ components."""
 
     kind = "path"
+    hashed_keys = True
 
-    def __init__(self, depth: int = 4) -> None:
+    def __init__(self, depth: int = 4, secret: KeySecret | None = None) -> None:
         if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 1:
             raise UsageError(f"PathHierarchy: depth must be an integer >= 1, got {depth!r}")
         self.depth = int(depth)
-        self._keys = [_PrefixKeys("PathHierarchy", level) for level in range(self.depth + 1)]
+        self.secret = PUBLIC_KEY if secret is None else secret
+        self._keys = [_PrefixKeys(level, self.secret) for level in range(self.depth + 1)]
+
+    def keyed(self, secret: KeySecret | None) -> PathHierarchy:
+        return PathHierarchy(self.depth, secret)
 
     @property
     def h(self) -> int:
@@ -300,7 +356,8 @@ class PathHierarchy(Hierarchy):
         return {int(k): items[int(k)] for k in np.unique(np.asarray(keys, dtype=np.int64))}
 
     def remember(self, level: int, labels: dict[int, str]) -> None:
-        """Learn ``{key: prefix}`` produced elsewhere; each key is checked against its prefix."""
+        """Learn ``{key: prefix}`` produced elsewhere (under the same key); each key is checked
+        against its prefix, and of two prefixes of one key the smaller is kept."""
         self._check_level(level)
         for key, prefix in labels.items():
             if not isinstance(prefix, str) or prefix.count("/") + 1 != level:

@@ -13,22 +13,20 @@ Keys (int64, >= 0, one sketch per node, so keys need only be distinct within a n
 * IPv4 × IPv4: the two prefixes' significant bits side by side, ``bits(a, L1) << L2 | bits(b, L2)``
   with ``L1, L2`` the nodes' prefix lengths — **collision-free** for every node with
   ``L1 + L2 <= 63``, computed straight from the two uint32 address arrays (a few vectorised
-  shifts per node); a node with 64 significant bits (``/32 × /32``) gets a 63-bit mix of them
-  and a table from key to pair (a collision between two distinct pairs is detected and refused,
-  never merged: probability about m²/2⁶⁴ for m distinct host pairs);
-* any other combination (IPv6, paths): a 63-bit BLAKE2b of the two sides' keys, remembered with
-  their labels (as paths do), collisions detected and refused.
+  shifts per node); a node with 64 significant bits (``/32 × /32``) gets a 63-bit keyed SipHash
+  of them (:mod:`sketches.keyed`: a secret key per window, so no collision can be crafted);
+* any other combination (IPv6, paths): a 63-bit keyed SipHash of the two sides' keys.
 
-The table of a node whose keys cannot be decoded is a compiled hash table
-(:class:`~sketches._pair_table.KeyTable`): each batch's keys are checked and entered in one
-O(n) pass, with no Python loop over keys.
+Hashed keys are remembered with their pairs in a compiled hash table
+(:class:`~sketches._pair_table.KeyTable`, one O(n) pass per batch, no Python loop); two pairs
+that collide by chance are merged under the smaller pair, never refused (docs/ALGORITHMS.md §1
+"Keys", §11). The table belongs to the keyed object (:meth:`PairHierarchy.keyed`: one per window).
 
 Values are ``(first_values, second_values)`` with the element order of the first.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +34,8 @@ import numpy as np
 
 from ._pair_table import KeyTable
 from .errors import UsageError
-from .hierarchy import Hierarchy, IPv4Hierarchy, parse_hierarchy, splitmix64
+from .hierarchy import PUBLIC_KEY, Hierarchy, IPv4Hierarchy, parse_hierarchy, splitmix64
+from .keyed import KeySecret, siphash_words
 
 __all__ = ["PairHierarchy", "parse_pair_hierarchy", "is_pair_spec", "PAIR_SEPARATOR", "ARROW"]
 
@@ -44,12 +43,6 @@ __all__ = ["PairHierarchy", "parse_pair_hierarchy", "is_pair_spec", "PAIR_SEPARA
 PAIR_SEPARATOR = " x "
 #: How a pair prefix is written: ``"10.0.0.0/8 → 198.51.100.0/24"``.
 ARROW = " → "
-_MASK63 = (1 << 63) - 1
-
-
-def _mix(values: np.ndarray) -> np.ndarray:
-    """splitmix64 of uint64 values (a bijection on 64 bits), reduced to 63 bits."""
-    return (splitmix64(values.astype(np.uint64)) & np.uint64(_MASK63)).astype(np.int64)
 
 
 class PairHierarchy(Hierarchy):
@@ -57,17 +50,31 @@ class PairHierarchy(Hierarchy):
 
     kind = "pair"
 
-    def __init__(self, first: Hierarchy, second: Hierarchy) -> None:
+    def __init__(self, first: Hierarchy, second: Hierarchy, secret: KeySecret | None = None) -> None:
         for side, name in ((first, "first"), (second, "second")):
             if not isinstance(side, Hierarchy) or isinstance(side, PairHierarchy):
                 raise UsageError(f"PairHierarchy: the {name} side must be a one-dimensional hierarchy, got {side!r}")
-        self.first, self.second = first, second
+        self.secret = PUBLIC_KEY if secret is None else secret
+        self.first, self.second = first.keyed(secret), second.keyed(secret)
         nodes = [(a, b) for a in range(first.h + 1) for b in range(second.h + 1) if (a, b) != (0, 0)]
         self.nodes: list[tuple[int, int]] = sorted(nodes, key=lambda n: (n[0] + n[1], n[0]))
         self._level_of = {node: i + 1 for i, node in enumerate(self.nodes)}
         self._ipv4 = isinstance(first, IPv4Hierarchy) and isinstance(second, IPv4Hierarchy)
         # per level: key -> (first key, second key), for nodes whose keys cannot be decoded
         self._table: list[KeyTable | None] = [None] * (len(self.nodes) + 1)
+        self.hashed_keys = not all(self._exact(node) for node in self.nodes)
+        self._merges = 0
+
+    @property
+    def hashed_levels(self) -> int:
+        return sum(1 for node in self.nodes if not self._exact(node))
+
+    @property
+    def collisions(self) -> int:
+        return self._merges + self.first.collisions + self.second.collisions
+
+    def keyed(self, secret: KeySecret | None) -> PairHierarchy:
+        return PairHierarchy(self.first, self.second, secret)
 
     # ------------------------------------------------------------------ the lattice
 
@@ -134,30 +141,21 @@ class PairHierarchy(Hierarchy):
         packed = (a | b) if la and lb else a if la else b if lb else np.zeros(a.shape, np.uint64)
         if la + lb <= 63:
             return packed.view(np.int64)
-        # the /32 × /32 node: a 63-bit mix, its pairs remembered; (a, b) are then the addresses
-        keys = _mix(packed)
+        # the /32 × /32 node: a keyed 63-bit SipHash, its pairs remembered; (a, b) are the addresses
+        keys = siphash_words(self.secret.level(level, b"pair"), packed, np.zeros_like(packed))
         return self._remember(level, keys, packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF))
 
     def _hash_pairs(self, ka: np.ndarray, kb: np.ndarray, level: int) -> np.ndarray:
-        out = np.empty(ka.shape[0], dtype=np.int64)
-        tag = level.to_bytes(2, "little")
-        for i, (x, y) in enumerate(zip(ka.tolist(), kb.tolist())):
-            digest = hashlib.blake2b(tag + int(x).to_bytes(8, "little") + int(y).to_bytes(8, "little"), digest_size=8)
-            out[i] = int.from_bytes(digest.digest(), "little") & _MASK63
-        return out
+        return siphash_words(self.secret.level(level, b"pair"), ka.astype(np.uint64), kb.astype(np.uint64))
 
     def _remember(self, level: int, keys: np.ndarray, ka: np.ndarray, kb: np.ndarray) -> np.ndarray:
-        """Record key → (ka, kb) for undecodable keys; refuse a collision of two distinct pairs."""
+        """Record key → (ka, kb) for undecodable keys (two pairs of one key: the smaller is kept)."""
         if keys.size == 0:
             return keys
         table = self._table[level]
         if table is None:
             table = self._table[level] = KeyTable()
-        if table.enter(keys, ka, kb) >= 0:
-            raise UsageError(
-                f"PairHierarchy: 63-bit key collision between two distinct pairs at node {self.node(level)}; "
-                "cannot continue"
-            )
+        self._merges += table.enter(keys, ka, kb)
         return keys
 
     def keys(self, values: Any, level: int) -> np.ndarray:
@@ -206,7 +204,8 @@ class PairHierarchy(Hierarchy):
         return self._looked_up(np.unique(np.asarray(keys, dtype=np.int64)), level)
 
     def remember(self, level: int, labels: dict[int, Any]) -> None:
-        """Learn ``{key: (first key, second key)}`` produced elsewhere; each is checked against its key."""
+        """Learn ``{key: (first key, second key)}`` produced elsewhere (under the same key); each is
+        checked against its key, and of two pairs of one key the smaller is kept."""
         self._check_level(level)
         if not labels:
             return

@@ -26,6 +26,10 @@ Modules:
   Python;
 * :mod:`stream.assembler` — the release operator's logic: one window's sketch releases → one
   report, exactly once;
+* :mod:`stream.publisher` — publishing each report at its public publication time, on every
+  surface at once (docs/ALGORITHMS.md §0.1 g);
+* :mod:`stream.epochs` — what the sketch and cap operators hold per window: arrival epochs applied
+  in canonical order (docs/ALGORITHMS.md §0 "Canonical order");
 * :mod:`stream.schedule` — the public release schedule and the per-element acceptance rule
   (:class:`ReleaseSchedule`);
 * :mod:`stream.clock` — the live job's clock records on its own input partitions;

@@ -6,12 +6,16 @@ operator and, when the window's release time passes, calls :meth:`WindowAssemble
 
 * if the durable ledger already holds the window's report (a replay after failure), those bytes
   are returned unchanged — the window is never recomputed with fresh noise;
+* the report is **not** stored here: :class:`stream.publisher.ReportPublisher` stores it in the
+  ledger at its publication time, before any reader can see it;
 * otherwise, if a budget guard is configured and refuses the window (its period's budget is
   spent — a decision that depends on the window's start only, never on data), a *refused*
   report without any data-derived value is stored and returned;
 * otherwise sketches that saw no element in the window are released as empty (their noisy size
-  is still drawn: an empty sub-stream is indistinguishable from a released one), Algorithm 4
-  runs, the report is encoded canonically and written to the ledger *before* it is returned.
+  is still drawn: an empty sub-stream is indistinguishable from a released one; in the job every
+  sketch releases every window itself, so this fills in only windows a restart skipped), Algorithm
+  4 runs over the hierarchy keyed with the window's hash key (:mod:`sketches.keyed`) and the report
+  is encoded canonically.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from privacy.report import build_refused_report
 from privacy.unit import PrivacyUnit
 from privacy.window import assemble_report, release_sketch
 from sketches.hierarchy import Hierarchy
+from sketches.keyed import KeySecret
 
 from .ledger import ReleaseLedger
 from .schedule import ReleaseSchedule
@@ -76,9 +81,14 @@ class WindowAssembler:
         unit: PrivacyUnit | None = None,
         budget: PrivacyBudget | None = None,
         guard: BudgetGuard | None = None,
+        secret: KeySecret | None = None,
+        key_collision_delta: float = 0.0,
     ) -> None:
         """``unit``/``budget``: the privacy unit and its per-window budget (``params`` are then the
-        unit's calibration); ``guard``: the budget guard (``None``: every window is released)."""
+        unit's calibration); ``guard``: the budget guard (``None``: every window is released);
+        ``secret``: the deployment's hash key (hashed-key hierarchies)."""
+        self.secret = secret
+        self.key_collision_delta = key_collision_delta
         self.unit = unit if unit is not None else PrivacyUnit()
         self.budget = budget if budget is not None else PrivacyBudget(params.epsilon, params.delta)
         self.guard = guard
@@ -90,7 +100,7 @@ class WindowAssembler:
         self.noise_for = noise_source_factory(seed)
 
     def report(self, window_start: int, releases: Iterable[SketchRelease]) -> tuple[bytes, bool]:
-        """(report bytes, replayed) for the window; ``replayed`` is True when read from the ledger."""
+        """(report bytes, stored) for the window; ``stored`` is True when read from the ledger."""
         stored = self.ledger.get(window_start)
         if stored is not None:
             return stored, True
@@ -99,9 +109,7 @@ class WindowAssembler:
             decision = self.guard.decide(window_start, self.schedule.size_ms, self.budget, self.schedule.origin_ms)
             spending = _spending(decision, self.guard)
             if not decision.allowed:
-                return self.ledger.put(
-                    window_start, encode_report(self._refused(window_start, decision, spending))
-                ), False
+                return encode_report(self._refused(window_start, decision, spending)), False
         by_sketch = {(r.level, r.partition): r for r in releases}
         h, parts = self.hierarchy.h, self.params.partitions
         for level in range(1, h + 1):
@@ -110,17 +118,21 @@ class WindowAssembler:
                     by_sketch[(level, p)] = release_sketch(
                         level, p, {}, 0, params=self.params, h=h, rng=self.noise_for(window_start, level, p)
                     )
+        hierarchy = self.hierarchy
+        if hierarchy.hashed_keys:  # this window's keys: its own hash key, fresh label tables
+            hierarchy = hierarchy.keyed(None if self.secret is None else self.secret.window(window_start))
         report = assemble_report(
             by_sketch.values(),
-            self.hierarchy,
+            hierarchy,
             self.params,
             window=self.schedule.describe(window_start),
             secure_randomness=self.seed is None,
             unit=self.unit,
             budget=self.budget,
             spending=spending,
+            key_collision_delta=self.key_collision_delta,
         )
-        return self.ledger.put(window_start, encode_report(report)), False
+        return encode_report(report), False
 
     def _refused(self, window_start: int, decision, spending: dict[str, Any]) -> dict[str, Any]:
         statement = {

@@ -42,10 +42,11 @@ from privacy.params import HHHParams, PrivacyBudget
 from privacy.randomness import as_source
 from privacy.unit import PrivacyUnit
 from privacy.window import release_window
-from sketches.errors import UsageError
+from sketches.errors import OperationalError, UsageError
 from sketches.exact import exact_hhh
 from sketches.exact2d import exact_hhh_2d
 from sketches.hierarchy import Hierarchy, PathHierarchy
+from sketches.keyed import KeySecret
 from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import clip_weights
 from sketches.pairs import PairHierarchy
@@ -263,6 +264,11 @@ def read_all_records(
     return values, np.concatenate([b[1] for b in batches])
 
 
+#: Re-keyings of a whole-input release after chance key collisions (docs/ALGORITHMS.md §1 "Keys");
+#: at 63 key bits a single re-keying is already ~n²/2⁶⁴ rare, eight never happen.
+REKEY_ATTEMPTS = 8
+
+
 def batch_report(
     path: str | Path,
     *,
@@ -288,11 +294,26 @@ def batch_report(
     was made of).
     """
     skips = SkipCounter() if skips is None else skips
-    sketches = LevelSketches(hierarchy, params.counters, params.partitions)
-    readable = False
-    for values, weights in iter_records(path, input_format, hierarchy, skips, weighting):
-        readable = True
-        sketches.update(values, weights)
+    base, attempt = hierarchy, 0
+    while True:
+        if base.hashed_keys:  # a secret hash key for this release (docs/ALGORITHMS.md §1 "Keys")
+            secret = KeySecret.generate() if seed is None else KeySecret.from_seed(seed + attempt)
+            hierarchy = base.keyed(secret)
+        sketches = LevelSketches(hierarchy, params.counters, params.partitions)
+        readable, skips_here = False, SkipCounter()
+        for values, weights in iter_records(path, input_format, hierarchy, skips_here, weighting):
+            readable = True
+            sketches.update(values, weights)
+        if not hierarchy.collisions:
+            break
+        # two prefixes share a key (chance: ~n²/2⁶⁴ for n prefixes): the whole input is at hand, so
+        # re-key and start over — the release is then the collision-free one, whatever the data
+        attempt += 1
+        if attempt == REKEY_ATTEMPTS:  # (only a lowered test key width gets here)
+            raise OperationalError(
+                f"batch: no collision-free hash key after {REKEY_ATTEMPTS} attempts (sketches.keyed.KEY_BITS lowered?)"
+            )
+    skips.merge(skips_here)
     if not readable:
         raise NoReadableInput(no_readable_message(display_path or path, skips, no_readable_hint(hierarchy)))
     unit = (weighting or Weighting()).unit(open_input(path, input_format).format)

@@ -76,6 +76,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_future_ms": 60_000,  # live, own event times: more than this ahead of the arrival is rejected
         "max_past_ms": 60_000,  # live, own event times: more than this behind the arrival is rejected
         "clock_tick_ms": 100,  # live: the job appends a clock record to every input partition this often
+        # a sketch takes the elements that arrived in one epoch of this length together, in canonical order
+        "epoch_ms": 100,
+        # live: every report becomes visible this long after its window's release time (end + grace),
+        # whatever its window held; a report not ready by then is an incident (README "Publication time")
+        "publish_delay_ms": 3000,
     },
     "privacy": {
         "epsilon": 1.0,
@@ -264,6 +269,8 @@ class JobConfig:
     unit: PrivacyUnit = PrivacyUnit()
     budget: PrivacyBudget | None = None
     guard: BudgetGuard | None = None
+    #: the δ charged for hashed keys' chance collisions (docs/calibration.md §8), in ``budget``
+    key_delta: float = 0.0
 
     def __getitem__(self, dotted: str) -> Any:
         section, _, key = dotted.partition(".")
@@ -305,6 +312,8 @@ class JobConfig:
             until_ms=self.until_ms,
             max_future_ms=w["max_future_ms"],
             max_past_ms=w["max_past_ms"],
+            epoch_ms=w["epoch_ms"],
+            publish_delay_ms=w["publish_delay_ms"],
         )
 
     def deployment_fingerprint(self) -> str:
@@ -319,8 +328,9 @@ class JobConfig:
             "kafka": {k: v["kafka"][k] for k in ("input_topic", "reports_topic", "group_id")},
             "input": dict(v["input"]),
             "hierarchy": dict(v["hierarchy"]),
-            # until and the clock's tick only say when a job stops and how often it looks at the clock
-            "window": {k: x for k, x in v["window"].items() if k not in ("until", "clock_tick_ms")},
+            # until, the clock's tick and the publication delay only say when a job stops, how often
+            # it looks at the clock and when reports become visible
+            "window": {k: x for k, x in v["window"].items() if k not in ("until", "clock_tick_ms", "publish_delay_ms")},
             "privacy": {k: x for k, x in v["privacy"].items() if k != "expected_window_size"},  # a hint only
             "parallelism": v["flink"]["parallelism"],
         }
@@ -400,6 +410,11 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     for key in ("test_slow_decode_ms", "test_hold_s"):
         if not 0 <= values["output"][key] <= 600_000:
             raise ConfigError(f"config: output.{key} must be between 0 and 600000, got {values['output'][key]}")
+    if values["output"]["debug_sketch_dir"] and values["privacy"]["seed"] < 0:
+        raise ConfigError(
+            "config: output.debug_sketch_dir writes the exact, NON-PRIVATE sketches of every window: it is "
+            "refused unless privacy.seed is set too (a test run, whose reports say they are not private)"
+        )
     if f["checkpoint_interval_ms"] < 100:
         raise ConfigError(f"config: flink.checkpoint_interval_ms must be >= 100, got {f['checkpoint_interval_ms']}")
     try:
@@ -423,7 +438,8 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         budget = PrivacyBudget(p["epsilon"], p["delta"])
         if not 0 < p["delta"] < 1:
             raise UsageError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
-        event = unit.event_budget(budget)
+        key_delta = _key_collision_delta(budget, hierarchy, unit, p["counters"])
+        event = unit.event_budget(PrivacyBudget(budget.epsilon, budget.delta - key_delta))
         params = HHHParams(
             epsilon=event.epsilon,
             delta=event.delta,
@@ -439,7 +455,7 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         raise ConfigError(f"config: privacy.{str(exc).split(': ', 1)[-1]}") from None
     if p["expected_window_size"] < 0:
         raise ConfigError(f"config: privacy.expected_window_size must be >= 0, got {p['expected_window_size']}")
-    return JobConfig(values, hierarchy, params, unit, budget, _budget_guard(p, budget))
+    return JobConfig(values, hierarchy, params, unit, budget, _budget_guard(p, budget), key_delta)
 
 
 def _check_window(w: Mapping[str, Any]) -> None:
@@ -455,6 +471,10 @@ def _check_window(w: Mapping[str, Any]) -> None:
             raise ConfigError(f"config: window.{key} must be >= 0, got {w[key]}")
     if not 1 <= w["clock_tick_ms"] <= 60_000:
         raise ConfigError(f"config: window.clock_tick_ms must be between 1 and 60000, got {w['clock_tick_ms']}")
+    if not 1 <= w["epoch_ms"] <= 60_000:
+        raise ConfigError(f"config: window.epoch_ms must be between 1 and 60000, got {w['epoch_ms']}")
+    if not 0 <= w["publish_delay_ms"] <= 3_600_000:
+        raise ConfigError(f"config: window.publish_delay_ms must be between 0 and 3600000, got {w['publish_delay_ms']}")
     origin, until = parse_time_ms(w["origin"], "window.origin"), parse_time_ms(w["until"], "window.until")
     for key, value in (("origin", origin), ("until", until)):
         if value is not None and (value < 0 or value % w["size_ms"]):
@@ -557,6 +577,22 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
             raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format 'json', got {fmt!r}")
         return PrivacyUnit("user", f"json field {key[5:].strip()!r}", cap)
     raise ConfigError(f"config: privacy.unit_key must be empty, 'source-ipv4' or 'json:FIELD', got {key!r}")
+
+
+def _key_collision_delta(budget: PrivacyBudget, hierarchy: Hierarchy, unit: PrivacyUnit, counters: int) -> float:
+    """The δ of hashed keys' chance collisions (docs/calibration.md §8), taken from ``budget``: per
+    hashed level, each of a unit's at most m distinct prefixes (1 at event level; a weighted record
+    is one prefix) may meet a key of the final sketch, :func:`sketches.keyed.collision_delta` each."""
+    from sketches.keyed import collision_delta
+
+    distinct = unit.cap if unit.kind == "user" else 1
+    cost = distinct * hierarchy.hashed_levels * collision_delta(counters)
+    if cost and cost >= budget.delta / 2:
+        raise UsageError(
+            f"HHHParams: delta = {budget.delta:g} is too small for a hierarchy with hashed keys: their chance "
+            f"collisions alone cost {cost:.3g} (docs/calibration.md §8)"
+        )
+    return cost
 
 
 def _budget_guard(p: Mapping[str, Any], per_window: PrivacyBudget) -> BudgetGuard | None:

@@ -3,14 +3,19 @@
 Message by message, exactly as if each had arrived alone (the batcher keeps order):
 
 * a clock record (:data:`stream.clock.TICK`) is skipped: it carries no element;
-* a message that does not decode goes to the dead letters with its reason (an unparsable record);
-* a message without a timestamp is dead-lettered as ``no_timestamp``;
+* a message that does not decode goes to the dead letters with its reason; it is *counted* (in
+  the job's public dead-letter metrics) only if it is unparsable **and** holds no element — a
+  valid address beside a bad time, a missing unit, bad counters or an oversized message is
+  somebody's record, and one record must not move a public counter (docs/ALGORITHMS.md §0.1 f);
+* a message without a timestamp is dead-lettered as ``no_timestamp`` (not counted);
 * the others are judged by :meth:`stream.schedule.ReleaseSchedule.accept` on their own times only
   (event time: the JSON time field if configured, else the record timestamp; arrival: the record
   timestamp): rejected ones are dead-lettered with an element reason
   (:data:`stream.schedule.ELEMENT_REASONS`), and the values of the rest are grouped by window,
-  input order kept. A packed message is decoded element by element whatever its size; all its
-  elements share the message's timestamp and so its verdict.
+  input order kept, and within a window by **arrival epoch** (the public interval of
+  ``schedule.epoch_ms`` holding the record timestamp: the group a sketch takes in canonical order,
+  docs/ALGORITHMS.md §0 "Canonical order"). A packed message is decoded element by element whatever
+  its size; all its elements share the message's timestamp and so its verdict and epoch.
 
 Nothing here depends on a watermark or on any other message (docs/ALGORITHMS.md §0.1 e).
 """
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from connectors.decode import MessageDecoder
+from connectors.skips import is_unparsable
 
 from .clock import TICK, is_tick
 from .message_batch import NO_TIMESTAMP, read_batch
@@ -33,14 +39,16 @@ __all__ = ["BatchOutcome", "decode_batch"]
 
 @dataclass
 class BatchOutcome:
-    """``dead``: (reason, message, record timestamp or None) per rejected message, in order;
-    ``windows``: (window start, values, units, weights) per window touched, values in input order,
+    """``dead``: (reason, message, record timestamp or None, counted) per rejected message, in order
+    (``counted``: unparsable and holding no element — the only dead letters a public metric counts);
+    ``windows``: (window start, epoch start, values, units, weights) per (window, arrival epoch)
+    touched, values in input order,
     ``units`` the privacy-unit keys and ``weights`` the record weights (int64, unclipped) aligned
     with them (each ``None`` when the decoder reads none); ``ticks``: the clock records seen
     (skipped)."""
 
-    dead: list[tuple[str, bytes | None, int | None]] = field(default_factory=list)
-    windows: list[tuple[int, Any, np.ndarray | None, np.ndarray | None]] = field(default_factory=list)
+    dead: list[tuple[str, bytes | None, int | None, bool]] = field(default_factory=list)
+    windows: list[tuple[int, int, Any, np.ndarray | None, np.ndarray | None]] = field(default_factory=list)
     ticks: int = 0
 
 
@@ -83,23 +91,32 @@ def decode_batch(data: bytes, decoder: MessageDecoder, schedule: ReleaseSchedule
         stamp = int(timestamps[i])
         kafka_ts = None if stamp == NO_TIMESTAMP else stamp
         if not good[i]:
-            out.dead.append((decoded.reasons[i], message, kafka_ts))
+            reason = decoded.reasons[i]
+            assert reason is not None
+            counted = is_unparsable(reason) and not decoder.holds_element(message)
+            out.dead.append((reason, message, kafka_ts, counted))
         elif not stamped[i]:
-            out.dead.append(("no_timestamp", message, kafka_ts))
+            out.dead.append(("no_timestamp", message, kafka_ts, False))
         elif verdict[i] >= 0:
-            out.dead.append((ELEMENT_REASONS[int(verdict[i])], message, kafka_ts))
+            out.dead.append((ELEMENT_REASONS[int(verdict[i])], message, kafka_ts, False))
     if not keep.any():
         return out
+    epochs = schedule.epoch_of(np.where(stamped, timestamps, 0))
     element_keep = np.repeat(keep, decoded.counts)
-    element_start = np.repeat(starts, decoded.counts)
     values = decoded.values
     as_list = isinstance(values, list)
     if as_list:
         values = np.array(values + [None], dtype=object)[:-1]  # 1-d even when every path is alike
-    for start in np.unique(starts[keep]).tolist():
-        mask = element_keep & (element_start == start)
+    groups = sorted({(int(a), int(b)) for a, b in zip(starts[keep].tolist(), epochs[keep].tolist())})
+    if len(groups) == 1:  # the usual batch: one window, one epoch
+        masks = [element_keep]
+    else:
+        element_start = np.repeat(starts, decoded.counts)
+        element_epoch = np.repeat(epochs, decoded.counts)
+        masks = [element_keep & (element_start == w) & (element_epoch == e) for w, e in groups]
+    for (start, epoch), mask in zip(groups, masks):
         chosen = values[mask]
         units = None if decoded.units is None else decoded.units[mask]
         weights = None if decoded.weights is None else decoded.weights[mask]
-        out.windows.append((start, chosen.tolist() if as_list else chosen, units, weights))
+        out.windows.append((start, epoch, chosen.tolist() if as_list else chosen, units, weights))
     return out

@@ -12,6 +12,7 @@ the configuration are as the cluster's workers see them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,18 +32,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--run-dir", default="var/runs/flink-run", help="folder for the job's run files")
     args = parser.parse_args(argv)
+    os.umask(0o077)  # job state holds raw data (README "Who may read what")
     cfg = load_config(args.config, overrides=args.set)
     if cfg["flink.remote"]:
         raise SystemExit("stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster")
     import time
 
-    from .ledger import resolve_origin
+    from .ledger import private_dir, resolve_origin
     from .runner import ensure_job_topics
 
     ensure_job_topics(cfg)  # the job's sinks need their topics to exist; a live input records arrival times
     resolve_origin(cfg, int(time.time() * 1000))  # the public schedule's origin, stored in the ledger
-    run_dir = Path(args.run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = private_dir(Path(args.run_dir).resolve())
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = flink_configuration(cfg, run_dir)
     conf.set_string("python.executable", sys.executable)

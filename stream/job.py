@@ -3,11 +3,13 @@
 Kafka source (record timestamp = the broker's log-append time in live mode; watermark = the
 broker's clock from the job's clock records, or none in a replay) → ``batch`` (Java: consecutive
 messages packed into one record, flushed before every watermark and barrier) → ``decode`` → key by
-partition → ``sketch`` → (with one start record) key by one constant → ``release`` → record
-timestamps (Java: each report's is its scheduled release time) → Kafka reports sink (exactly once,
-transactional); the dead-letter side output of ``decode`` → Kafka dead-letter sink. Checkpoints
-make state and Kafka offsets exactly once; the release ledger makes each window's report computed
-once and published identically. The release schedule is public (:mod:`stream.schedule`).
+partition → ``sketch`` (epochs in canonical order) → (with one start record) key by one constant →
+``release``, which publishes each report itself at its public time — ledger, reports file, and the
+reports topic in a Kafka transaction of its own (:mod:`stream.publisher`); the dead-letter side
+output of ``decode`` → record timestamps (Java) → Kafka dead-letter sink (exactly once,
+transactional). Checkpoints make state and Kafka offsets exactly once; the release ledger makes each
+window's report computed once and published identically. The release schedule is public
+(:mod:`stream.schedule`).
 
 PyFlink starts a JVM ("gateway") on first use; :func:`prepare_gateway` must run before any PyFlink
 object exists: it builds a lib folder (PyFlink's jars + the Prometheus reporter, which a
@@ -23,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .config import JobConfig
+from .ledger import private_dir
 from .operators import (
     STEP_IDS,
     CapOperator,
@@ -130,17 +133,17 @@ def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
     reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted(
         (jars_dir() / "flink").glob("flink-metrics-prometheus-*.jar")
     )
-    lib = run_dir / "flink-lib"
-    lib.mkdir(parents=True, exist_ok=True)
+    lib = private_dir(run_dir / "flink-lib")
     for jar in sorted(home.glob("lib/*.jar")) + reporter[:1]:
         link = lib / jar.name
         if not link.exists():
             link.symlink_to(jar)
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
-    os.environ["FLINK_LOG_DIR"] = str(run_dir / "log")
+    os.environ["FLINK_LOG_DIR"] = str(private_dir(run_dir / "log"))
     # Kafka offsets and state sizes stay out of the log: see deploy/flink/log4j-no-raw-counts.properties
     log4j = run_dir / "log4j.properties"
+    log4j.touch(mode=0o600)
     log4j.write_text(
         (home / "conf" / "log4j-cli.properties").read_text()
         + "\n"
@@ -161,11 +164,11 @@ def _launch_gateway_logging_to(path: Path, hidden_env: Iterable[str] = ()) -> No
     cancel). Job failures still reach this process through the gateway."""
     from pyflink.java_gateway import get_gateway
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     hidden = {name: os.environ.pop(name) for name in hidden_env if name in os.environ}
     try:
         os.dup2(target, 1)
@@ -366,10 +369,10 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         records = records.set_parallelism(readers)
 
     batched = _batched(records, cfg).set_parallelism(readers)
+    # (partition or shard, window, arrival epoch, payload, labels); ticks carry the clock's window
+    keyed_batch = Types.TUPLE([Types.INT(), Types.LONG(), Types.LONG(), raw, raw])
     batches = (
-        batched.process(
-            DecodeOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw])
-        )
+        batched.process(DecodeOperator(values, schedule.origin_ms), output_type=keyed_batch)
         .name(STEP_IDS["decode"])
         .uid(STEP_IDS["decode"])
     )
@@ -378,9 +381,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     if cfg.unit.kind == "user":  # the per-unit cap sits between decode and the sketches
         to_sketches = (
             batches.key_by(lambda r: r[0], key_type=Types.INT())
-            .process(
-                CapOperator(values, schedule.origin_ms), output_type=Types.TUPLE([Types.INT(), Types.LONG(), raw, raw])
-            )
+            .process(CapOperator(values, schedule.origin_ms), output_type=keyed_batch)
             .name(STEP_IDS["cap"])
             .uid(STEP_IDS["cap"])
         )
@@ -423,14 +424,19 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
         )
         return _kafka_properties(builder, cfg).build()
 
-    # one writer: reports reach the topic in window order (a parallel sink would interleave transactions)
-    stamped_reports = _with_record_timestamps(reports, STEP_IDS["reports"]).set_parallelism(1)
-    stamped_reports.sink_to(sink(k["reports_topic"], STEP_IDS["reports"])).name(STEP_IDS["reports"]).uid(
-        STEP_IDS["reports"]
-    ).set_parallelism(1)
+    # the release operator publishes its reports itself, at their publication time (stream.publisher):
+    # its output stream (the stamped reports) only ends in a discarding sink
+    reports.sink_to(_discarding_sink()).name(STEP_IDS["reports"]).uid(STEP_IDS["reports"]).set_parallelism(1)
     _with_record_timestamps(dead, STEP_IDS["dead_letter"]).sink_to(
         sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])
     ).name(STEP_IDS["dead_letter"]).uid(STEP_IDS["dead_letter"])
+
+
+def _discarding_sink():
+    from pyflink.datastream.connectors import Sink
+    from pyflink.java_gateway import get_gateway
+
+    return Sink(get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink())
 
 
 def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
@@ -438,7 +444,8 @@ def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
     if given); returns the PyFlink JobClient."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
+    private_dir(cfg.checkpoint_path())
     prepare_gateway(run_dir, [str(v)[4:] for v in cfg["kafka.extra"].values() if str(v).startswith("env:")])
     conf = flink_configuration(cfg, run_dir, resume_from)
     if cfg["flink.remote"]:

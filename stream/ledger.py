@@ -1,21 +1,28 @@
 """The durable release ledger: a window's report is computed once and published once.
 
-Before a report leaves the release operator it is written here (atomically: temporary file,
-``fsync``, rename, directory ``fsync``). When a window is released again after a failure and
-restore, the stored bytes are republished unchanged instead of being recomputed with fresh noise
-(docs/ALGORITHMS.md §0 (b)). A disk-full or unwritable ledger raises :class:`LedgerError` and nothing is
-published for that window.
+At its publication time a report is written here first (atomically and at most once: a temporary
+file of its own, ``fsync``, then a hard link to the window's name, which fails if any attempt —
+a zombie task included — stored one first; then a directory ``fsync``), then to the reports file
+and the reports topic, and finally the window is marked published. When a window is released
+again after a failure and restore, the stored bytes are republished unchanged instead of being
+recomputed with fresh noise (docs/ALGORITHMS.md §0 (b)). A disk-full or unwritable ledger raises
+:class:`LedgerError` and nothing is published for that window.
+
+The ledger holds private state (the deployment's hash key, :mod:`sketches.keyed`): its folder is
+created 0700 and its files 0600, whatever the umask (README "Who may read what").
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 from sketches.errors import OperationalError
+from sketches.keyed import KeySecret
 
-__all__ = ["ReleaseLedger", "LedgerError", "resolve_origin", "job_schedule"]
+__all__ = ["ReleaseLedger", "LedgerError", "resolve_origin", "job_schedule", "job_key_secret", "private_dir"]
 
 _NAME = re.compile(r"^window-(-?\d+)\.json$")
 
@@ -24,13 +31,24 @@ class LedgerError(OperationalError, OSError):
     """The ledger could not be read or written."""
 
 
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` created (parents too) and made 0700: job state is as private as raw input."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    os.chmod(folder, PRIVATE_DIR)
+    return folder
+
+
 class ReleaseLedger:
-    """Window start (ms) → report bytes, one file per window under ``directory``."""
+    """Window start (ms) → report bytes, one file per window under ``directory`` (0700, files 0600)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
         except OSError as exc:
             raise LedgerError(f"ReleaseLedger: cannot create {self.directory}: {exc.strerror}") from None
 
@@ -54,16 +72,29 @@ class ReleaseLedger:
                 "use another output.ledger_dir (or restore the configuration that wrote it)"
             )
 
-    def _write_durably(self, path: Path, data: bytes, what: str) -> None:
-        """Write ``data`` to ``path`` atomically and durably (temporary file, fsync, rename, directory
-        fsync); on failure remove the temporary file and raise :class:`LedgerError` naming ``what``."""
-        tmp = path.with_suffix(".tmp")
+    def _write_durably(self, path: Path, data: bytes, what: str, *, replace: bool = True) -> bool:
+        """Write ``data`` to ``path`` durably (a temporary file of this writer's own, 0600, fsync;
+        then a rename — or, with ``replace=False``, a hard link that fails when ``path`` exists —
+        and a directory fsync). Returns False when ``replace=False`` and another writer stored
+        ``path`` first (nothing changed). On failure the temporary file is removed and
+        :class:`LedgerError` names ``what``."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        stored = True
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    stored = False
+                tmp.unlink(missing_ok=True)
             fd = os.open(self.directory, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -75,6 +106,7 @@ class ReleaseLedger:
             except OSError:
                 pass
             raise LedgerError(f"ReleaseLedger: cannot write {what}: {exc.strerror}") from None
+        return stored
 
     def _path(self, window_start: int) -> Path:
         return self.directory / f"window-{int(window_start)}.json"
@@ -89,12 +121,31 @@ class ReleaseLedger:
             raise LedgerError(f"ReleaseLedger: cannot read window {window_start}: {exc.strerror}") from None
 
     def put(self, window_start: int, report: bytes) -> bytes:
-        """Store a window's report durably unless one is stored; return the stored bytes."""
+        """Store a window's report durably unless one is stored — atomically against a concurrent
+        attempt (of two writers exactly one stores its bytes) — and return the stored bytes."""
         existing = self.get(window_start)
         if existing is not None:
             return existing
-        self._write_durably(self._path(window_start), report, f"window {window_start}")
-        return report
+        if self._write_durably(self._path(window_start), report, f"window {window_start}", replace=False):
+            return report
+        stored = self.get(window_start)
+        if stored is None:  # pragma: no cover - a stored report is never deleted
+            raise LedgerError(f"ReleaseLedger: window {window_start} vanished while it was stored")
+        return stored
+
+    def published_through(self) -> int | None:
+        """The newest window whose report reached every sink (the reports topic last), or ``None``."""
+        path = self.directory / "published"
+        try:
+            return int(path.read_text().strip())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise LedgerError(f"ReleaseLedger: cannot read the published mark: {exc}") from None
+
+    def mark_published(self, window_start: int) -> None:
+        """Record that ``window_start``'s report (and every earlier one) reached every sink."""
+        self._write_durably(self.directory / "published", str(int(window_start)).encode(), "the published mark")
 
     def schedule_start(self, first_window: int) -> int:
         """The deployment's schedule origin (its first window): stored durably on first call,
@@ -127,13 +178,27 @@ class ReleaseLedger:
         return sorted(found)
 
 
+def job_key_secret(cfg) -> KeySecret:
+    """The deployment's hash key for hashed sketch keys (:mod:`sketches.keyed`): stored in the
+    ledger (0600, created on first use), or derived from ``privacy.seed`` in a seeded test run."""
+    if cfg.seed is not None:
+        return KeySecret.from_seed(cfg.seed)
+    try:
+        return KeySecret.load_or_create(private_dir(cfg["output.ledger_dir"]))
+    except OSError as exc:
+        raise LedgerError(f"ReleaseLedger: cannot keep the hash key in {cfg['output.ledger_dir']}: {exc}") from None
+
+
 def resolve_origin(cfg, now_ms: int) -> int:
     """The schedule origin of ``cfg``'s deployment: ``window.origin`` if configured, else the window
     holding ``now_ms`` on the deployment's first start; stored in the ledger either way (called by
     ``dphhh run`` and ``stream.flink_entry`` before the job is submitted)."""
     size = cfg["window.size_ms"]
     first = cfg.origin_ms if cfg.origin_ms is not None else now_ms - now_ms % size
-    return ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
+    origin = ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
+    if cfg.hierarchy.hashed_keys:
+        job_key_secret(cfg)  # created before any worker needs it
+    return origin
 
 
 def job_schedule(cfg):

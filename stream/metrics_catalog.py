@@ -6,9 +6,10 @@ Every exported metric is public or computed from published reports (docs/ALGORIT
   (:data:`stream.job.METRIC_INCLUDES`): dphhh's operator counters, named
   ``flink_taskmanager_job_task_operator_dphhh_<step>_<name>`` (a counter's series appears with its
   first increment: dashboards use ``or vector(0)``) — the public schedule's windows released,
-  republished after a failure and refused by the budget guard, and the dead letters of records
-  that are **not elements** (unparsable: operational counts, documented as such) — and the job's
-  restart count. Elements the schedule rejects (late, outside the band or the schedule) are
+  republished after a failure and refused by the budget guard, reports published late (an
+  incident: the deployment could not compute a report by its publication time), and the dead
+  letters of records that hold **no element** (unparsable: operational counts, documented as
+  such) — and the job's restart count. Elements the schedule rejects (late, outside the band or the schedule) are
   dead-lettered but counted nowhere; Flink's record/byte/offset/lag counters, watermarks,
   busy/back-pressure times, heap and checkpoint sizes are not exported.
 * ``dphhh run``'s endpoint (``output.metrics_port``): :data:`stream.report_metrics.METRIC_NAMES`,
@@ -26,12 +27,9 @@ __all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS"
 
 #: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
-    "decode": (
-        "dead_letters_no_timestamp",
-        "dead_letters_bad_batch",
-        *(f"dead_letters_{r}" for r in REASONS if is_unparsable(r)),
-    ),
-    "release": ("windows_released", "windows_republished", "windows_refused"),
+    "decode": tuple(f"dead_letters_{r}" for r in REASONS if is_unparsable(r)),
+    # reports_late: incidents — a report not ready at its publication time (under-provisioning)
+    "release": ("windows_released", "windows_republished", "windows_refused", "reports_late"),
 }
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
 FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)

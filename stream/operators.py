@@ -27,6 +27,8 @@ of records that are not elements (docs/ALGORITHMS.md §0.1 f).
 
 from __future__ import annotations
 
+import logging
+import os
 import pickle
 from pathlib import Path
 from typing import Any
@@ -34,23 +36,25 @@ from typing import Any
 import numpy as np
 
 from connectors.decode import REASONS, MessageDecoder
-from connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from connectors.report_sink import JsonLinesReportFile, ReportSinkError, ReportsTopic
 from connectors.skips import is_unparsable
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
-from sketches.misra_gries import MisraGries, clip_weights
+from sketches.keyed import KeySecret
+from sketches.misra_gries import clip_weights
 
 from .assembler import WindowAssembler, noise_source_factory, sketch_id
 from .clock import shared_ticker, stop_shared_ticker
 from .config import JobConfig
 from .decode_batch import decode_batch
-from .ledger import LedgerError, ReleaseLedger
+from .epochs import Batch, CapWindow, SketchWindow, merge_labels
+from .ledger import LedgerError, ReleaseLedger, job_key_secret, private_dir
 from .message_batch import BatchFormatError
+from .publisher import ReportPublisher
 from .schedule import LIVE, REPLAY
 from .wire import (
     dead_letter_record,
     pack_sketches,
-    select,
     sketch_payloads,
     stamp,
     unit_payloads,
@@ -60,6 +64,7 @@ from .wire import (
 )
 
 MAX_WATERMARK = 2**63 - 1
+_LOG = logging.getLogger(__name__)
 
 try:  # PyFlink is needed to run the job, not to import the plain logic above
     from pyflink.common import Types
@@ -129,16 +134,20 @@ class _Counters:
         counter.inc(n)
 
 
-#: Dead-letter reasons counted in the job's metrics: records that hold no element (unparsable,
-#: operational; the same classification as the batch commands', :data:`connectors.skips.UNPARSABLE`).
-#: Valid records of another kind (``wrong_family``, a path of another depth) and elements the schedule
-#: rejects (:data:`stream.schedule.ELEMENT_REASONS`) are dead-lettered but never counted (docs/ALGORITHMS.md §0.1 f).
-COUNTED_REASONS = frozenset(r for r in REASONS if is_unparsable(r)) | {"no_timestamp", "bad_batch"}
+#: Dead-letter reasons that may be counted in the job's metrics: unparsable records (operational; the
+#: same classification as the batch commands', :data:`connectors.skips.UNPARSABLE`) — and of those only
+#: the ones that hold no element (:meth:`connectors.decode.MessageDecoder.holds_element`): a valid
+#: address beside a bad time, a missing unit, bad counters or an oversized message is dead-lettered
+#: but not counted. Valid records of another kind (``wrong_family``, a path of another depth), elements
+#: the schedule rejects (:data:`stream.schedule.ELEMENT_REASONS`), records without a timestamp and bad
+#: batches are dead-lettered but never counted (docs/ALGORITHMS.md §0.1 f).
+COUNTED_REASONS = frozenset(r for r in REASONS if is_unparsable(r))
 
 
 class DecodeOperator(ProcessFunction):
     """Decode a batch of messages (from the Java ``MessageBatcher``), skip clock records, dead-letter
-    bad and rejected ones, expand the rest per level and partition (stateless)."""
+    bad and rejected ones, expand the rest per level and partition, tagged with their window and
+    arrival epoch (stateless)."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
@@ -152,22 +161,26 @@ class DecodeOperator(ProcessFunction):
         self.user_level = self.cfg.unit.kind == "user"
         self.pairs = self.cfg.hierarchy.kind == "pair"  # docs/ALGORITHMS.md §11
         self.shards = self.cfg.values["flink"]["parallelism"]
+        self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
         self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
         self.slow_s = max(0, self.cfg.values["output"]["test_slow_decode_ms"]) / 1000
         self.slow = self.slow_s > 0 and runtime_context.get_index_of_this_subtask() == 1
+        self.bad_batch_logged = False
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
         watermark = ctx.timer_service().current_watermark()  # the broker's clock (live), or none (replay)
         mark = self.schedule.start_of(watermark) if watermark > -MAX_WATERMARK else -1
         if self.ticked is None or mark > self.ticked:
-            # A tick makes every sketch operator re-register the timers of its open windows (after a
-            # restore, timers registered just before the checkpoint may be missing from it) and
-            # the release operator its next window's.
+            # A tick (carrying the window the clock is in) makes every sketch operator register the
+            # release timers of that window and the next — so that every sketch releases every
+            # window, empty or not — and re-register those of its open windows (after a restore,
+            # timers registered just before the checkpoint may be missing from it); the release
+            # operator registers its next window's.
             self.ticked = mark
             for key in self.tick_keys:
-                yield key, TICK_WINDOW, b"", b""
+                yield key, TICK_WINDOW, mark, b"", b""
         if self.slow:  # test hook (output.test_slow_decode_ms): subtask 1 lags behind
             import time
 
@@ -175,15 +188,17 @@ class DecodeOperator(ProcessFunction):
         try:
             outcome = decode_batch(value, self.decoder, self.schedule)
         except BatchFormatError:  # jar and worker disagree: keep the bytes, never crash the job
-            self.metrics.inc("dead_letters_bad_batch")
+            if not self.bad_batch_logged:  # once: whether it happens depends on the jar, not the data
+                self.bad_batch_logged = True
+                _LOG.error("dphhh decode: a batch record this worker cannot read (jar and worker disagree)")
             yield self.tag, stamp(dead_letter_record("bad_batch", value, None), None)
             return
-        for reason, message, timestamp in outcome.dead:
-            if reason in COUNTED_REASONS:
+        for reason, message, timestamp, counted in outcome.dead:
+            if counted:  # unparsable and holding no element (docs/ALGORITHMS.md §0.1 f)
                 self.metrics.inc(f"dead_letters_{reason}")
             own = timestamp if timestamp is not None and timestamp >= 0 else None
             yield self.tag, stamp(dead_letter_record(reason, message, timestamp), own)
-        for start, values, units, weights in outcome.windows:
+        for start, epoch, values, units, weights in outcome.windows:
             if self.pairs:  # (first, second): the decoder's first addresses travel as its "units",
                 assert units is not None  # which stay the unit keys at user level (the source host)
                 values = (units.astype(np.uint32), values)
@@ -192,10 +207,19 @@ class DecodeOperator(ProcessFunction):
             if self.user_level:  # the cap operator counts records and passes their clipped weights on
                 assert units is not None  # user level: the decoder reads every record's unit key
                 for shard, payload in unit_payloads(values, units, self.shards, weights):
-                    yield shard, start, payload, b""
+                    yield shard, start, epoch, payload, b""
                 continue
-            for p, payload, labels in sketch_payloads(values, self.cfg, weights):
-                yield p, start, payload, labels
+            hierarchy = window_hierarchy(self.cfg, self.secret, start)
+            for p, payload, labels in sketch_payloads(values, self.cfg, weights, hierarchy):
+                yield p, start, epoch, payload, labels
+
+
+def window_hierarchy(cfg: JobConfig, secret: KeySecret | None, window: int):
+    """The configured hierarchy keyed with ``window``'s hash key (hashed-key hierarchies: a fresh
+    object, its label tables freed with it; exact-key hierarchies: the configured object)."""
+    if not cfg.hierarchy.hashed_keys:
+        return cfg.hierarchy
+    return cfg.hierarchy.keyed(None if secret is None else secret.window(window))
 
 
 def message_decoder_of(cfg: JobConfig) -> MessageDecoder:
@@ -226,44 +250,62 @@ def source_units_of(cfg: JobConfig) -> bool:
     return cfg.values["privacy"]["unit_key"].strip() == "source-ipv4"
 
 
-class _Recent(dict):
-    """The decoded state values of the most recently used (key, window) pairs (their state holds
-    every one): a replay keeps every window of its range open until the end, and the decoded form is
-    ~20x the serialised one, so only ``limit`` stay decoded — a few windows of every key a subtask
-    may hold (a cyclic access pattern over more keys than that would miss every time)."""
-
-    LIMIT = 8
-
-    def __init__(self, limit: int = LIMIT) -> None:
-        super().__init__()
-        self.limit = max(limit, self.LIMIT)
-
-    def get(self, key, default=None):
-        value = super().pop(key, None)
-        if value is None:
-            return default
-        self[key] = value  # most recent last
-        return value
-
-    def __setitem__(self, key, value) -> None:
-        super().pop(key, None)
-        super().__setitem__(key, value)
-        while len(self) > self.limit:
-            del self[next(iter(self))]
-
-
 def _released(schedule, window: int, ctx) -> bool:
     """Whether ``window``'s release time has passed (a batch for it can then only come from a broker
     clock that went backwards; it is dropped, and nothing about it is exported)."""
     return schedule.release_time(window) <= ctx.timer_service().current_watermark()
 
 
+def _windows_to_arm(schedule, mark: int) -> list[int]:
+    """The windows a tick with clock window ``mark`` (−1: a replay, no clock) makes every sketch arm:
+    the current window and the next (live), or the whole public range (replay)."""
+    if mark < 0:
+        if schedule.mode == REPLAY and schedule.windows is not None:
+            return list(range(schedule.origin_ms, schedule.until_ms, schedule.size_ms))
+        return []
+    return [w for w in (mark, mark + schedule.size_ms) if schedule.in_schedule(w)]
+
+
+class _Entries:
+    """Per-key buffered entries in a MapState (id → bytes) and the next id in a ValueState: what a
+    checkpoint must hold of a window between its batches' arrival and their application. A batch
+    costs one ``put`` of its own bytes — never a rewrite of the window's state."""
+
+    def __init__(self, runtime_context, name: str) -> None:
+        self.map = runtime_context.get_map_state(MapStateDescriptor(f"{name}-entries", Types.LONG(), _bytes_type()))
+        self.next = runtime_context.get_state(ValueStateDescriptor(f"{name}-next-entry", Types.LONG()))
+
+    def add(self, data: bytes) -> int:
+        seq = self.next.value() or 0
+        self.next.update(seq + 1)
+        self.map.put(seq, data)
+        return seq
+
+    def remove(self, seqs) -> None:
+        for seq in seqs:
+            self.map.remove(seq)
+
+    def items(self):
+        return sorted(self.map.items())
+
+
+def _entry(kind: int, window: int, epoch: int, body: Any) -> bytes:
+    return pickle.dumps((kind, window, epoch, body), protocol=5)
+
+
+_PENDING, _LABELS, _COUNTS = 0, 1, 2
+
+
 class CapOperator(KeyedProcessFunction):
     """Keyed by unit shard: at most ``privacy.unit_cap`` elements per unit and window go on to the
-    sketches (the first ones in arrival order); the excess is dropped (and not counted anywhere:
-    the number would track the data, docs/ALGORITHMS.md §0.1 f). A weighted record counts as one
-    element here and reaches the sketches with its weight (already clipped to W by ``decode``):
-    one unit is then at most m·W unit elements, the group size the mechanism is calibrated over."""
+    sketches; the excess is dropped (and not counted anywhere: the number would track the data,
+    docs/ALGORITHMS.md §0.1 f). Which ones: the first in canonical order — epoch by epoch (an epoch
+    is capped when the watermark passes its end, at an event-time timer, so that its kept elements
+    reach the sketches before that watermark does), within an epoch sorted by (unit, value, weight)
+    (:class:`stream.epochs.CapWindow`). A weighted record counts as one element here and reaches the
+    sketches with its weight (already clipped to W by ``decode``): one unit is then at most m·W unit
+    elements, the group size the mechanism is calibrated over. A batch costs O(its size): only the
+    counts an epoch changed are checkpointed."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
@@ -271,51 +313,98 @@ class CapOperator(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "cap")
-        self.state = runtime_context.get_map_state(
-            MapStateDescriptor(f"{STEP_IDS['cap']}-units", Types.LONG(), _bytes_type())
-        )
+        self.entries = _Entries(runtime_context, STEP_IDS["cap"])
         self.partitions = range(self.cfg.params.partitions)
-        # (shard, window) → the state's current value; a few open windows of every shard
-        self.cache: dict[tuple[int, int], UnitCap] = _Recent(4 * self.cfg.values["flink"]["parallelism"])
+        self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
+        self.windows: dict[tuple[int, int], CapWindow] = {}  # (shard, window) → its cap and epochs
+        self.count_seqs: dict[tuple[int, int], list[int]] = {}
+        self.loaded: set[int] = set()
+
+    def _window(self, shard: int, window: int) -> CapWindow:
+        found = self.windows.get((shard, window))
+        if found is None:
+            found = self.windows[(shard, window)] = CapWindow(UnitCap(self.cfg.unit.cap))
+        return found
+
+    def _load(self, shard: int) -> None:
+        """After a restore: rebuild this shard's windows from its checkpointed entries (once)."""
+        if shard in self.loaded:
+            return
+        self.loaded.add(shard)
+        for seq, data in self.entries.items():
+            kind, window, epoch, body = pickle.loads(data)
+            cw = self._window(shard, window)
+            if kind == _COUNTS:
+                units, kept, applied = body
+                cw.cap.restore_counts(units, kept)
+                cw.applied_through = applied if cw.applied_through is None else max(cw.applied_through, applied)
+                self.count_seqs.setdefault((shard, window), []).append(seq)
+            else:
+                units, values, weights = body
+                cw.pending.setdefault(epoch, []).append((seq, units, values, weights))
+
+    def _emit(self, window: int, epoch: int, kept: Any, weights: np.ndarray | None):
+        if not len(kept[0] if isinstance(kept, tuple) else kept):
+            return
+        hierarchy = window_hierarchy(self.cfg, self.secret, window)
+        for p, out, labels in sketch_payloads(kept, self.cfg, weights, hierarchy):
+            yield p, window, epoch, out, labels
+
+    def _apply(self, shard: int, window: int, cw: CapWindow, epochs: list[int]):
+        for epoch, seqs, kept, weights, touched, counts in cw.apply(epochs):
+            self.count_seqs.setdefault((shard, window), []).append(
+                self.entries.add(_entry(_COUNTS, window, epoch, (touched, counts, epoch)))
+            )
+            self.entries.remove(seqs)
+            yield from self._emit(window, epoch, kept, weights)
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
-        _, window, payload, _ = value
+        shard, window, mark, payload, _ = value
         if window == TICK_WINDOW:
-            for open_window in list(self.state.keys()):
-                ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
+            self._load(shard)
+            for s, open_window in list(self.windows):
+                if s == shard:
+                    ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
             for p in self.partitions:
-                yield p, TICK_WINDOW, b"", b""
+                yield p, TICK_WINDOW, mark, b"", b""
             return
         if _released(self.schedule, window, ctx):
             return
-        where = (ctx.get_current_key(), window)
-        cap = self.cache.get(where)
-        if cap is None:
-            data = self.state.get(window)
-            if data is None:
-                cap = UnitCap(self.cfg.unit.cap)
-                ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
-            else:
-                cap = UnitCap.from_bytes(data)
-            self.cache[where] = cap
+        self._load(shard)
+        epoch = mark
+        if (shard, window) not in self.windows:
+            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
+        cw = self._window(shard, window)
         units, values, weights = unpack_unit_payload(payload)
-        keep = cap.keep(units)
-        self.state.put(window, cap.to_bytes())
-        if int(keep.sum()):
-            kept_weights = None if weights is None else weights[keep]
-            for p, out, labels in sketch_payloads(select(values, keep), self.cfg, kept_weights):
-                yield p, window, out, labels
+        if cw.applied_through is not None and epoch <= cw.applied_through:  # a broker clock that stepped back
+            kept, kept_weights, touched, counts = cw.apply_group([(-1, units, values, weights)])
+            self.count_seqs.setdefault((shard, window), []).append(
+                self.entries.add(_entry(_COUNTS, window, epoch, (touched, counts, cw.applied_through)))
+            )
+            yield from self._emit(window, epoch, kept, kept_weights)
+            return
+        seq = self.entries.add(_entry(_PENDING, window, epoch, (units, values, weights)))
+        cw.add(epoch, seq, units, values, weights)
+        ctx.timer_service().register_event_time_timer(epoch + self.schedule.epoch_ms)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
-        window = self.schedule.start_of_release_time(timestamp)
-        self.cache.pop((ctx.get_current_key(), window), None)
-        self.state.remove(window)
-        yield from ()  # PyFlink iterates what on_timer returns
+        shard = ctx.get_current_key()
+        self._load(shard)
+        for s, window in sorted(k for k in self.windows if k[0] == shard):
+            cw = self.windows[(s, window)]
+            releasing = self.schedule.release_time(window) <= timestamp
+            epochs = sorted(cw.pending) if releasing else cw.due(timestamp, self.schedule.epoch_ms)
+            yield from self._apply(shard, window, cw, epochs)
+            if releasing:  # the window is released downstream at this watermark: its cap is done
+                self.entries.remove(self.count_seqs.pop((shard, window), []))
+                del self.windows[(shard, window)]
 
 
 class SketchOperator(KeyedProcessFunction):
-    """Keyed by partition: the h level sketches per window; releases noisy values at the window's
-    scheduled release time."""
+    """Keyed by partition: the h level sketches per window, fed epoch by epoch in canonical order
+    (:class:`stream.epochs.SketchWindow`); at every window's scheduled release time — empty or not,
+    the same work — it runs :func:`privacy.window.release_sketch` for each level and emits the
+    **noisy** releases only."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
         self.cfg_values = cfg_values
@@ -326,70 +415,125 @@ class SketchOperator(KeyedProcessFunction):
         self.state = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['sketch']}-windows", Types.LONG(), _bytes_type())
         )
-        self.label_state = runtime_context.get_map_state(
-            MapStateDescriptor(f"{STEP_IDS['sketch']}-labels", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
+        self.entries = _Entries(runtime_context, STEP_IDS["sketch"])
+        # the newest window this key released: PyFlink registers timers asynchronously, so a timer
+        # (re-)registered for a time the watermark has passed may fire again — a window is released once
+        self.released = runtime_context.get_state(
+            ValueStateDescriptor(f"{STEP_IDS['sketch']}-released-through", Types.LONG())
         )
-        self.cache: dict[tuple[int, int], list[MisraGries]] = _Recent(4 * self.cfg.params.partitions)
+        self.windows: dict[tuple[int, int], SketchWindow] = {}  # (partition, window) → its sketches, epochs, labels
+        self.loaded: set[int] = set()
         self.noise_for = noise_source_factory(self.cfg.seed)
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
+        self._warm_up()
 
-    def _sketches(self, partition: int, window: int) -> list[MisraGries] | None:
-        sketches = self.cache.get((partition, window))
-        if sketches is None:
-            data = self.state.get(window)
-            if data is not None:
-                sketches = self.cache[(partition, window)] = unpack_sketches(data)
-        return sketches
+    def _warm_up(self) -> None:
+        """Run the release path once on a throwaway sketch (compiled kernels loaded, code paths
+        warm), so that a window's release costs the same from the first window on — a first release
+        slower by a worker's start-up would make the first report late (docs/ALGORITHMS.md §0.1 g)."""
+        from privacy.randomness import SeededRandomSource
 
-    def _merge_labels(self, window: int, sketches: list[MisraGries], new: bytes) -> None:
-        """Keep the labels of keys that hold a slot (hashed-key hierarchies only)."""
-        labels = self.label_state.get(window) or {}
-        for level, found in pickle.loads(new).items():
-            known = labels.setdefault(level, {})
-            known.update(found)
-            if len(known) > 4 * self.cfg.params.counters:  # forget keys evicted from the sketch
-                held = sketches[level - 1].counters()
-                labels[level] = {k: v for k, v in known.items() if k in held}
-        self.label_state.put(window, labels)
+        sw = SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+        sw.add(0, Batch(-1, [np.arange(8, dtype=np.int64)] * self.cfg.hierarchy.h, None))
+        for level, sketch in enumerate(sw.final(), start=1):
+            unpack_sketches(pack_sketches([sketch]))
+            release_sketch(
+                level,
+                0,
+                sketch.counters(),
+                sketch.total,
+                params=self.cfg.params,
+                h=self.cfg.hierarchy.h,
+                rng=SeededRandomSource(np.random.default_rng(0)),
+            )
+
+    def _window(self, partition: int, window: int) -> SketchWindow:
+        found = self.windows.get((partition, window))
+        if found is None:
+            found = self.windows[(partition, window)] = SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+        return found
+
+    def _load(self, partition: int) -> None:
+        """After a restore: rebuild this partition's windows from its checkpointed state (once)."""
+        if partition in self.loaded:
+            return
+        self.loaded.add(partition)
+        for window, data in self.state.items():
+            applied, packed = pickle.loads(data)
+            sw = self._window(partition, window)
+            sw.sketches, sw.applied_through = unpack_sketches(packed), applied
+        for seq, data in self.entries.items():
+            kind, window, epoch, body = pickle.loads(data)
+            sw = self._window(partition, window)
+            if kind == _LABELS:
+                merge_labels(sw.labels, pickle.loads(body))
+                sw.label_seqs.append(seq)
+            else:
+                keys, weights = unpack_weighted_levels(body, self.cfg.hierarchy)
+                sw.pending.setdefault(epoch, []).append(Batch(seq, keys, weights))
+
+    def _save(self, window: int, sw: SketchWindow) -> None:
+        assert sw.sketches is not None
+        self.state.put(window, pickle.dumps((sw.applied_through, pack_sketches(sw.sketches)), protocol=5))
+
+    def _arm(self, ctx, window: int) -> None:
+        """Register ``window``'s release timer unless the watermark has passed its time already."""
+        if (
+            self.schedule.in_schedule(window)
+            and self.schedule.release_time(window) > ctx.timer_service().current_watermark()
+        ):
+            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
-        partition, window, payload, labels = value
-        if window == TICK_WINDOW:  # re-register the timers of every open window (see DecodeOperator)
-            for open_window in list(self.state.keys()):
-                ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
+        partition, window, mark, payload, labels = value
+        self._load(partition)
+        if window == TICK_WINDOW:  # arm this window and the next (replay: the range), and every open one
+            for w in {*_windows_to_arm(self.schedule, mark), *(w for p, w in self.windows if p == partition)}:
+                self._arm(ctx, w)  # (a lagging subtask's tick may name a window released already)
             yield TICK_WINDOW, b""  # and let the release operator register its next window's
             return
         if _released(self.schedule, window, ctx):
             return
-        sketches = self._sketches(partition, window)
-        if sketches is None:
-            sketches = [MisraGries(self.cfg.params.counters) for _ in range(self.cfg.hierarchy.h)]
-            self.cache[(partition, window)] = sketches
-            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
-        keys_by_level, weights_by_level = unpack_weighted_levels(payload, self.cfg.hierarchy)
-        for i, (sketch, keys) in enumerate(zip(sketches, keys_by_level)):
-            sketch.update(keys, None if weights_by_level is None else weights_by_level[i])
-        self.state.put(window, pack_sketches(sketches))
+        epoch = mark
+        if (partition, window) not in self.windows:
+            self._arm(ctx, window)
+        sw = self._window(partition, window)
         if labels:
-            self._merge_labels(window, sketches, labels)
+            sw.label_seqs.append(self.entries.add(_entry(_LABELS, window, epoch, labels)))
+            merge_labels(sw.labels, pickle.loads(labels))
+        keys, weights = unpack_weighted_levels(payload, self.cfg.hierarchy)
+        if sw.applied_through is not None and epoch <= sw.applied_through:  # a broker clock that stepped back
+            sw.apply_now(Batch(-1, keys, weights))
+            self._save(window, sw)
+        else:
+            sw.add(epoch, Batch(self.entries.add(_entry(_PENDING, window, epoch, payload)), keys, weights))
+        # every epoch the watermark has passed is complete: apply it (bounded memory, same result)
+        watermark = ctx.timer_service().current_watermark()
+        for (p, w), other in list(self.windows.items()):
+            if p == partition and (due := other.due(watermark, self.schedule.epoch_ms)):
+                self.entries.remove(other.apply(due))
+                self._save(w, other)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         partition = ctx.get_current_key()
+        self._load(partition)
         window = self.schedule.start_of_release_time(timestamp)
-        sketches = self._sketches(partition, window)
-        self.cache.pop((partition, window), None)
+        done_through = self.released.value()
+        if done_through is not None and window <= done_through:
+            return  # fired again (see open): released already
+        self.released.update(window)
+        sw = self.windows.pop((partition, window), None) or SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+        done = sw.apply_all()  # every epoch still held, in order
+        sketches = sw.final()  # (empty sketches for an empty window)
+        self.entries.remove(done + sw.label_seqs)
         self.state.remove(window)
-        labels = self.label_state.get(window) or {}
-        self.label_state.remove(window)
-        if sketches is None:
-            return
+        self._arm(ctx, window + self.schedule.size_ms)  # the next window is released even if it stays empty
         parts, h = self.cfg.params.partitions, self.cfg.hierarchy.h
         for level, sketch in enumerate(sketches, start=1):
-            if self.dump_dir is not None and sketch.total:  # NON-PRIVATE test hook (output.debug_sketch_dir)
-                self.dump_dir.mkdir(parents=True, exist_ok=True)
+            if self.dump_dir is not None:  # NON-PRIVATE test hook (output.debug_sketch_dir, seeded runs only)
                 sid = sketch_id(level, partition, parts)
-                (self.dump_dir / f"window-{window}-sketch-{sid}.bin").write_bytes(sketch.to_bytes())
+                write_private(self.dump_dir / f"window-{window}-sketch-{sid}.bin", sketch.to_bytes())
             release = release_sketch(
                 level,
                 partition,
@@ -398,9 +542,19 @@ class SketchOperator(KeyedProcessFunction):
                 params=self.cfg.params,
                 h=h,
                 rng=self.noise_for(window, level, partition),
-                labels=labels.get(level) if labels else None,
+                labels=sw.labels.get(level) if sw.labels else None,
             )
             yield window, pickle.dumps(release, protocol=5)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (0600, in a 0700 folder): raw state is as private as raw input."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 FATAL_FILE = "fatal.txt"
@@ -425,14 +579,17 @@ START = -2  # the window field of the job's one start record (see stream.job: th
 
 
 class ReleaseOperator(KeyedProcessFunction):
-    """One key: publishes every window of the public schedule exactly once, at its scheduled time.
+    """One key: publishes every window of the public schedule exactly once, at its public time.
 
     Its timers follow the schedule, not the data: the first is registered for the schedule's first
     window when the job's start record (or a tick) arrives, and each release registers the next
-    window's. A window is released when the watermark — the broker's clock in live mode, end of
-    input in a replay — passes its scheduled time, with whatever releases its sketches sent (the
-    assembler fills in the rest as empty), so every window gets one report whether or not any
-    element arrived; the report's Kafka timestamp is its scheduled time. In live mode this
+    window's. A window is computed when the watermark — the broker's clock in live mode, end of
+    input in a replay — passes its scheduled release time, from the releases every one of its
+    sketches sent (the assembler fills in only windows a restart skipped), and then published by
+    :class:`stream.publisher.ReportPublisher` at the window's **publication time** (release time +
+    ``window.publish_delay_ms``) on every surface — ledger, reports file, reports topic — so when a
+    report appears says nothing about what its window held (docs/ALGORITHMS.md §0.1 g). A report
+    not ready in time is published at once and counted (``reports_late``). In live mode this
     operator also runs the job's clock (:class:`stream.clock.ClockTicker`)."""
 
     def __init__(self, cfg_values: dict, origin_ms: int, run_dir: str, kafka_options: dict | None = None) -> None:
@@ -455,14 +612,25 @@ class ReleaseOperator(KeyedProcessFunction):
             unit=self.cfg.unit,
             budget=self.cfg.budget,
             guard=self.cfg.guard,
+            secret=job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None,
+            key_collision_delta=self.cfg.key_delta,
         )
-        self.report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
+        report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
+        topic = None
+        if self.kafka_options is not None:
+            topic = ReportsTopic(
+                self.kafka_options, self.cfg["kafka.reports_topic"], f"{self.cfg['kafka.group_id']}-reports"
+            )
+        self.publisher = ReportPublisher(self.schedule, ledger, report_file, topic)
         self.pending = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['release']}-pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY())
         )
         self.next_window = runtime_context.get_state(
             ValueStateDescriptor(f"{STEP_IDS['release']}-next-window", Types.LONG())
         )
+        # warm-up (see SketchOperator._warm_up): the first window's report costs what later ones do;
+        # nothing is stored (the assembler stores nothing) and the result is discarded
+        self.assembler.report(self.schedule.origin_ms, [])
         self.fail_after = out["fail_after_window"]
         self.released_here = 0
         self.ticker = None
@@ -480,6 +648,9 @@ class ReleaseOperator(KeyedProcessFunction):
             assert self.kafka_options is not None  # the ticker is only started with them (open)
             stop_shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"])
             self.ticker = None
+        publisher = getattr(self, "publisher", None)
+        if publisher is not None:
+            publisher.close()
 
     def _next(self) -> int:
         """The first window not yet published (the schedule's origin before the first release)."""
@@ -521,17 +692,18 @@ class ReleaseOperator(KeyedProcessFunction):
         while window <= due and self.schedule.in_schedule(window):
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]
             try:
-                report, replayed = self.assembler.report(window, releases)
-                if self.report_file is not None:
-                    self.report_file.write(report)
+                report, stored = self.assembler.report(window, releases)
+                published = self.publisher.publish(window, report, stored)
             except (LedgerError, ReportSinkError) as exc:  # disk full, unwritable: stop, do not retry
                 write_fatal(self.run_dir, str(exc))
                 raise
             self.pending.remove(window)
-            self.metrics.inc("windows_republished" if replayed else "windows_released")
-            if not replayed and b'"refused":' in report:
+            self.metrics.inc("windows_republished" if stored else "windows_released")
+            if published.late:  # an incident: the deployment's publication delay is too short
+                self.metrics.inc("reports_late")
+            if not stored and b'"refused":' in published.report:
                 self.metrics.inc("windows_refused")
-            yield stamp(report, self.schedule.release_time(window))
+            yield stamp(published.report, self.schedule.release_time(window))
             self._maybe_fail()
             window += self.schedule.size_ms
             self.next_window.update(window)

@@ -22,6 +22,9 @@ Metric names (all prefixed ``dphhh_``):
   below 1 counts as 1, so that it exists exactly when the count does): post-processing of the report,
   for alerts on a fraction of the traffic (deploy/prometheus/alerts.yml);
 * ``reports_refused_total``: reports whose release the budget guard refused;
+* ``reports_late_total``: reports readable more than ``LATE_AFTER_S`` after their window's public
+  publication time (release time + ``window.publish_delay_ms``): an incident — the job could not
+  compute them in time (docs/ALGORITHMS.md §0.1 g); alerted by ``DphhhReportLate``;
 * ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
   ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff);
 * ``reports_topic_stalled``: 1 while readers of the reports topic have been held back by one open
@@ -36,7 +39,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-__all__ = ["ReportMetrics", "METRIC_NAMES"]
+__all__ = ["ReportMetrics", "METRIC_NAMES", "LATE_AFTER_S"]
+
+#: A report readable this long after its publication time counts as late (the reader's own lag —
+#: a poll, the reports topic's fetch — stays far below it).
+LATE_AFTER_S = 1.0
 
 METRIC_NAMES = (
     "dphhh_reports_total",
@@ -52,6 +59,7 @@ METRIC_NAMES = (
     "dphhh_report_hhh_count",
     "dphhh_report_hhh_share",
     "dphhh_reports_refused_total",
+    "dphhh_reports_late_total",
     "dphhh_kafka_broker_up",
     "dphhh_kafka_connect_retries_total",
     "dphhh_reports_topic_stalled",
@@ -61,9 +69,17 @@ METRIC_NAMES = (
 class ReportMetrics:
     """Gauges and counters of published reports in their own registry (see the module docstring)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        publish_delay_ms: int | None = None,
+    ) -> None:
+        """``publish_delay_ms``: the deployment's ``window.publish_delay_ms`` (``None``: a replay,
+        whose reports have no publication time, or unknown: nothing is counted late)."""
         self.registry = registry or CollectorRegistry()
         self.clock = clock
+        self.publish_delay_ms = publish_delay_ms
         r = self.registry
         self.reports = Counter("dphhh_reports", "Reports published (read-committed)", registry=r)
         self.empty = Counter("dphhh_windows_empty", "Reports with no prefix reported", registry=r)
@@ -91,6 +107,9 @@ class ReportMetrics:
             registry=r,
         )
         self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
+        self.late = Counter(
+            "dphhh_reports_late", "Reports readable later than their public publication time", registry=r
+        )
         self.broker_up = Gauge(
             "dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it", registry=r
         )
@@ -114,6 +133,10 @@ class ReportMetrics:
         if not hhh:
             self.empty.inc()
         end_ms = window.get("end_ms")
+        release_ms = window.get("release_ms")
+        if self.publish_delay_ms is not None and isinstance(release_ms, (int, float)):
+            if self.clock() > (release_ms + self.publish_delay_ms) / 1000.0 + LATE_AFTER_S:
+                self.late.inc()
         if isinstance(end_ms, (int, float)):
             self.window_end.set(end_ms / 1000.0)
             self.latency.set(max(0.0, self.clock() - end_ms / 1000.0))

@@ -502,8 +502,10 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
     metrics = None
     if cfg["output.metrics_port"]:  # first: the broker wait is visible in it
         from .report_metrics import ReportMetrics
+        from .schedule import LIVE as _LIVE
 
-        metrics = ReportMetrics()
+        # a live report readable after its publication time is an incident (docs/ALGORITHMS.md §0.1 g)
+        metrics = ReportMetrics(publish_delay_ms=cfg["window.publish_delay_ms"] if cfg.mode == _LIVE else None)
         metrics.serve(cfg["output.metrics_port"])
     broker = prepare_kafka(cfg, metrics)
     stop = threading.Event()

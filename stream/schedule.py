@@ -35,7 +35,16 @@ import numpy as np
 
 from sketches.errors import UsageError
 
-__all__ = ["LIVE", "REPLAY", "MODES", "ELEMENT_REASONS", "MAX_SCHEDULE_WINDOWS", "ReleaseSchedule", "iso_ms"]
+__all__ = [
+    "LIVE",
+    "REPLAY",
+    "MODES",
+    "ELEMENT_REASONS",
+    "MAX_SCHEDULE_WINDOWS",
+    "ReleaseSchedule",
+    "iso_ms",
+    "suggested_publish_delay_ms",
+]
 
 LIVE, REPLAY = "live", "replay"
 MODES = (LIVE, REPLAY)
@@ -45,6 +54,31 @@ ELEMENT_REASONS = ("before_origin", "after_until", "too_far_ahead", "too_far_beh
 MAX_SCHEDULE_WINDOWS = 100_000
 
 _ACCEPTED = -1  # reason code of a counted element
+
+
+def suggested_publish_delay_ms(
+    rate_per_s: float,
+    *,
+    sketches: int,
+    counters: int,
+    bundle_ms: int = 1000,
+    clock_tick_ms: int = 100,
+    epoch_ms: int = 100,
+) -> int:
+    """A ``window.publish_delay_ms`` a live deployment at ``rate_per_s`` elements/s (a public rate)
+    can keep (docs/ALGORITHMS.md §0.1 g), from public settings only — an estimate for provisioning,
+    not a guarantee (``reports_late`` counts the windows it missed):
+
+    * the watermark's way to the release: one clock tick and the last epoch, and up to one Python
+      bundle (``python.fn-execution.bundle.time``, 1 s) through each of the two keyed Python
+      operators after ``decode`` (the sketches, the release);
+    * the release's work: about 5 µs per counter of every sketch (noise draws, Algorithm 4);
+    * the window's last epoch still to apply: about 2 µs per element on one core;
+
+    with 25 % headroom, rounded up to a multiple of 500 ms."""
+    base = 2 * bundle_ms + clock_tick_ms + epoch_ms
+    work = sketches * counters * 0.005 + max(0.0, rate_per_s) * epoch_ms / 1000 * 0.002
+    return int(-(-1.25 * (base + work) // 500) * 500)
 
 
 def iso_ms(ms: int) -> str:
@@ -67,6 +101,10 @@ class ReleaseSchedule:
     until_ms: int | None = None
     max_future_ms: int = 60_000
     max_past_ms: int = 60_000
+    #: the public arrival interval whose elements a sketch takes together, in canonical order
+    epoch_ms: int = 100
+    #: live: a report becomes visible this long after its window's release time, on every surface
+    publish_delay_ms: int = 0
 
     def __post_init__(self) -> None:
         def whole(name: str, value: object, low: int) -> None:
@@ -74,7 +112,8 @@ class ReleaseSchedule:
                 raise UsageError(f"ReleaseSchedule: {name} must be an integer >= {low}, got {value!r}")
 
         whole("size_ms", self.size_ms, 1)
-        for name in ("grace_ms", "max_future_ms", "max_past_ms"):
+        whole("epoch_ms", self.epoch_ms, 1)
+        for name in ("grace_ms", "max_future_ms", "max_past_ms", "publish_delay_ms"):
             whole(name, getattr(self, name), 0)
         if self.mode not in MODES:
             raise UsageError(f"ReleaseSchedule: mode must be 'live' or 'replay', got {self.mode!r}")
@@ -103,6 +142,16 @@ class ReleaseSchedule:
         """The scheduled release time of the window starting at ``start``: its end + grace. The
         report's Kafka record timestamp, and the event-time timer of the operators."""
         return start + self.size_ms + self.grace_ms
+
+    def publish_time(self, start: int) -> int:
+        """When the window's report becomes visible (live: its release time + the public publication
+        delay, docs/ALGORITHMS.md §0.1 g; a replay publishes every report at the end of its input)."""
+        return self.release_time(start) + (self.publish_delay_ms if self.mode == LIVE else 0)
+
+    def epoch_of(self, arrival_ms: np.ndarray) -> np.ndarray:
+        """Start of the arrival epoch of each arrival time (int64 array; docs/ALGORITHMS.md §0 "Canonical order")."""
+        a = np.asarray(arrival_ms, dtype=np.int64)
+        return a - a % self.epoch_ms
 
     def start_of_release_time(self, release_time: int) -> int:
         """Inverse of :meth:`release_time`."""

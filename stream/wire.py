@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy, PathHierarchy
+from sketches.hierarchy import Hierarchy
 from sketches.misra_gries import MisraGries
-from sketches.pairs import PairHierarchy
 from sketches.partition import partition_of, route
 
 from .assembler import sketch_id
@@ -55,10 +54,11 @@ __all__ = [
 ]
 
 
-def expand(values: np.ndarray, cfg: JobConfig) -> Iterator[tuple[int, np.ndarray]]:
-    """(sketch id, int64 keys) for every (level, partition) that the batch touches, input order kept."""
+def expand(values: np.ndarray, cfg: JobConfig, hierarchy: Hierarchy | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(sketch id, int64 keys) for every (level, partition) that the batch touches, input order kept
+    (``hierarchy``: the configured one keyed with the window's key, for hashed keys)."""
     parts = cfg.params.partitions
-    for level, p, keys, _ in route(cfg.hierarchy, values, parts):  # the router LevelSketches uses too
+    for level, p, keys, _ in route(cfg.hierarchy if hierarchy is None else hierarchy, values, parts):
         yield sketch_id(level, p, parts), keys
 
 
@@ -68,15 +68,16 @@ def expand_by_partition(values: np.ndarray, cfg: JobConfig) -> dict[int, list[np
 
 
 def _route_by_partition(
-    values: Any, cfg: JobConfig, weights: np.ndarray | None
+    values: Any, cfg: JobConfig, weights: np.ndarray | None, hierarchy: Hierarchy | None = None
 ) -> dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]]:
     """partition → (the keys of each level 1..h in that partition, and — when ``weights`` are
     given, one per value — their values' weights, aligned with them; else ``None``), routed by
     :func:`sketches.partition.route` as LevelSketches routes them."""
-    h, parts = cfg.hierarchy.h, cfg.params.partitions
+    hierarchy = cfg.hierarchy if hierarchy is None else hierarchy
+    h, parts = hierarchy.h, cfg.params.partitions
     empty = np.empty(0, dtype=np.int64)
     out: dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]] = {}
-    for level, p, keys, part_weights in route(cfg.hierarchy, values, parts, weights):
+    for level, p, keys, part_weights in route(hierarchy, values, parts, weights):
         levels, level_weights = out.setdefault(p, ([empty] * h, None if weights is None else [empty] * h))
         levels[level - 1] = keys
         if level_weights is not None:
@@ -147,24 +148,26 @@ def ipv4_payloads(values: np.ndarray, cfg: JobConfig, weights: np.ndarray | None
 
 
 def sketch_payloads(
-    values: Any, cfg: JobConfig, weights: np.ndarray | None = None
+    values: Any, cfg: JobConfig, weights: np.ndarray | None = None, hierarchy: Hierarchy | None = None
 ) -> Iterator[tuple[int, bytes, bytes]]:
     """(partition, payload, labels) of one window's ``values`` for the sketch operators; ``labels``
     (hashed-key hierarchies only) name the keys so that reports can show their prefixes.
     ``weights`` (clipped record weights, int64, one per value) travel with their values: with
-    the addresses (IPv4), or routed with each level's keys (``_KEYS_W``: pairs, any hierarchy)."""
-    if cfg.hierarchy.kind == "ipv4":
+    the addresses (IPv4), or routed with each level's keys (``_KEYS_W``: pairs, any hierarchy).
+    ``hierarchy``: the configured one keyed with the window's hash key
+    (:meth:`sketches.hierarchy.Hierarchy.keyed`; default ``cfg.hierarchy``)."""
+    hierarchy = cfg.hierarchy if hierarchy is None else hierarchy
+    if hierarchy.kind == "ipv4":
         for p, payload in ipv4_payloads(values, cfg, weights).items():
             yield p, payload, b""
         return
-    hierarchy = cfg.hierarchy
     w = None if weights is None else np.ascontiguousarray(weights, dtype=np.int64)
     count = len(values[0]) if isinstance(values, tuple) else len(values)
     if w is not None and w.shape != (count,):
         raise UsageError(f"sketch_payloads: {w.size} weights for {count} values (one weight per value)")
-    for p, (levels, level_weights) in _route_by_partition(values, cfg, w).items():
+    for p, (levels, level_weights) in _route_by_partition(values, cfg, w, hierarchy).items():
         labels = b""
-        if isinstance(hierarchy, (PathHierarchy, PairHierarchy)):  # hashed keys travel with their labels
+        if hierarchy.hashed_keys:  # hashed keys travel with their labels
             named = {lv: hierarchy.labels_of(keys, lv) for lv, keys in enumerate(levels, start=1) if keys.size}
             named = {lv: known for lv, known in named.items() if known}  # exact pair nodes need none
             labels = pickle.dumps(named, protocol=5) if named else b""

@@ -20,8 +20,8 @@ counts F + DLap(1/ξ), integers (F is an integer count, the noise an integer), s
 bits carry nothing. The selection noise w_p, v_p stays continuous :func:`privacy.noise.laplace`
 in doubles, but it is never printed: only the bit "F + w_p + v_p >= τ" leaves (through the
 selected set and the conditioned counts of ancestors). Rounding in that sum moves the effective
-threshold by a few ulps of |F| + |w_p| + |v_p|, and the 53-bit uniforms move the noise's CDF by
-about 2^-53; each selection probability changes by about (density of w_p, <= 1/(12Δ)) × that
+threshold by a few ulps of |F| + |w_p| + |v_p|, and the 53-bit uniforms of the continuous
+Laplace move its CDF by about 2^-53 (the released counts' discrete Laplace is exact); each selection probability changes by about (density of w_p, <= 1/(12Δ)) × that
 width + 2^-52 — some 3e-14 at ε = 1, δ = 1e-6, h = 4 and τ at the guard — an additive term far
 inside the proof's δ, and not a side channel in any printed value.
 

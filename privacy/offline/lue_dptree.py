@@ -22,19 +22,12 @@ range answers and error figures are deterministic post-processing of the integer
 their floating-point arithmetic cannot weaken the guarantee.
 
 Floating point (Mironov 2012). The released node values are integers, and the set of values each
-node can take is the same for neighbouring inputs (all integers for the ideal distribution; for
-the sampler, the same range of integers but for the two extreme values, which have probability
-below 2^−53), so the low-order bits of a printed value carry no information: the attack on
+node can take is the same for neighbouring inputs (all integers), so the low-order bits of a printed value carry no information: the attack on
 ``x + Laplace`` computed in doubles (which makes some printed doubles possible for x and
 impossible for x + 1, see ``tests/privacy/offline/test_float_attack.py``) does not apply. The version before this one
 added continuous :func:`privacy.noise.laplace` noise in doubles and was exposed to it. The sampler
-realises the discrete Laplace by inverse transform of 53-bit uniforms (:mod:`privacy.noise`), so
-its pmf equals the ideal one only up to that resolution: one geometric is within total variation
-(K + 1)·2^−52 of the ideal, K = ⌊36.7/ε_x⌋ its largest value (asserted in
-``tests/privacy/test_noise.py``; measured about a tenth of that), so one node's noise is within
-4·(36.7/ε_x + 1)·2^−53 — under 2e-13 for ε_x >= 0.1. In the strictest reading the release is
-therefore (ε, δ_s)-DP with δ_s <= (1 + e^ε)·Σ_path of that distance, far below any δ a user would
-set, and no single output reveals the input as with the floating-point attack.
+(:func:`privacy.noise.discrete_laplace_elementwise`) is exact: its law is the ideal discrete
+Laplace of each node's scale, with no resolution limit, so the release is ε-DP as stated.
 
 Budgets (docs/ALGORITHMS.md §9). With uniformly random range queries a node x is used by the canonical
 decomposition of a query with probability P_x (:func:`uniform_coverage`), and answering by

@@ -41,6 +41,8 @@ COMMANDS: dict[str, ModuleType] = {
 }
 #: Commands that run until stopped: SIGTERM stops them as Ctrl-C does.
 LONG_RUNNING = ("run", "demo", "reports", "produce", "dashboard")
+#: Commands that keep job state on disk (created private: umask 077).
+PRIVATE_STATE = ("run", "demo")
 #: Exit status of an internal error (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR_STATUS = 70
 
@@ -130,6 +132,11 @@ def _stop_on_sigterm() -> None:
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    # Ctrl-C too, even when started with SIGINT ignored (a background job of a non-interactive
+    # shell, `nohup ... &`): Python then installs no handler of its own
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
 
@@ -142,6 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["DPHHH_STATE_DIR"] = str(Path(args.state_dir).expanduser().resolve())
     if args.command in LONG_RUNNING:
         _stop_on_sigterm()
+    if args.command in PRIVATE_STATE:
+        # checkpoints, the ledger, run folders and logs hold raw data: 0700/0600, whatever the
+        # caller's umask (the JVM and its Python workers inherit it; README "Who may read what")
+        os.umask(0o077)
     name = f"dphhh {args.command}" + (f" {args.module}" if args.command == "snapshot" else "")
     try:
         return COMMANDS[args.command].run(args)

@@ -86,6 +86,13 @@ def add_parser(sub: Any) -> None:
         help=f"sketch memory budget per window for the recommended κ (default {DEFAULT_MAX_MEMORY})",
     )
     p.add_argument(
+        "--window-s",
+        type=float,
+        default=10.0,
+        help="window length in seconds (--n per window gives the public rate the suggested publication delay "
+        "is sized for; default 10, as window.size_ms)",
+    )
+    p.add_argument(
         "--table",
         action="store_true",
         help=f"print what is detectable for ε in {TABLE_EPSILONS} and n in 1e5, 1e6, 1e7 instead",
@@ -152,6 +159,11 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
             f"  with tau={i['tau']:g}: coverage "
             + ("holds" if plan["coverage_holds"] else "is void (tau < 2*alpha1, or point mode)")
         )
+    if "publish_delay_ms" in plan:
+        lines.append(
+            f"  publication delay           {plan['publish_delay_ms']:>7,} ms   suggested window.publish_delay_ms at "
+            f"~{n / 1:,.0f} elements per window (an estimate: reports_late counts misses)"
+        )
     rec = plan["recommended"]
     if rec:
         limit = f" within {_bytes(i['max_memory'])}" if i["max_memory"] else ""
@@ -212,5 +224,12 @@ def run(args: argparse.Namespace) -> int:
             print(render({"rows": rows}, "csv") if fmt == "csv" else format_table(rows))
         return 0
     plan = make_plan(inputs)
+    if not args.window_s > 0:
+        raise UsageError(f"--window-s must be > 0, got {args.window_s!r}")
+    from ..schedule import suggested_publish_delay_ms
+
+    plan["publish_delay_ms"] = suggested_publish_delay_ms(
+        inputs.n / args.window_s, sketches=inputs.h * inputs.partitions, counters=inputs.counters
+    )
     print(render(plan, fmt, text=lambda doc: format_plan(doc, args.hierarchy)))
     return 0

@@ -629,7 +629,18 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
     else:
         snapshot = _read(args, hierarchy.kind)
     run = algorithm1_hhh if choice == "algorithm1" else stability_histogram_hhh
-    result = run(snapshot.values, hierarchy, params, rng=args.seed)
+    base, attempt = hierarchy, 0
+    while True:  # hashed keys under a secret key; a chance collision: re-key and start over
+        if base.hashed_keys:
+            from sketches.keyed import KeySecret
+
+            hierarchy = base.keyed(
+                KeySecret.generate() if args.seed is None else KeySecret.from_seed(args.seed + attempt)
+            )
+        result = run(snapshot.values, hierarchy, params, rng=args.seed)
+        if not hierarchy.collisions or attempt + 1 == 8:  # (8 re-keyings: only a lowered test key width)
+            break
+        attempt += 1
     out = result.to_dict()
     if plan is not None:
         out["plan"] = plan.to_dict()

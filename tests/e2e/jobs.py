@@ -66,6 +66,11 @@ def write_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> Path:
     }
     for section, entries in sections.items():
         values.setdefault(section, {}).update(entries)
+    # the NON-PRIVATE sketch dumps are refused unless the noise is seeded (docs/ALGORITHMS.md §0.1 i):
+    # a job that asks for secure noise (seed -1) gets no dumps; the others a test seed
+    privacy = values.setdefault("privacy", {})
+    if privacy.setdefault("seed", 1234) < 0:
+        values["output"].pop("debug_sketch_dir", None)
     lines = []
     for section, entries in values.items():
         lines.append(f"[{section}]")
@@ -128,19 +133,24 @@ def input_log(cfg) -> list[tuple[int, bytes]]:
     return [(ts, v) for ts, v in read_now(cfg.kafka_client_options(), cfg["kafka.input_topic"]) if not is_tick(v)]
 
 
-def dumped(tmp_path: Path) -> dict[tuple[int, int], MisraGries]:
-    """The NON-PRIVATE sketch dumps (``output.debug_sketch_dir``): (window, sketch id) → sketch."""
+def dumped(tmp_path: Path, *, empty: bool = False) -> dict[tuple[int, int], MisraGries]:
+    """The NON-PRIVATE sketch dumps (``output.debug_sketch_dir``): (window, sketch id) → sketch. Every
+    sketch of every released window is dumped; those without an element only with ``empty``."""
     out = {}
     for path in (tmp_path / "sketches").glob("window-*-sketch-*.bin"):
         m = re.match(r"window-(\d+)-sketch-(\d+)\.bin", path.name)
-        out[(int(m.group(1)), int(m.group(2)))] = MisraGries.from_bytes(path.read_bytes())
+        sketch = MisraGries.from_bytes(path.read_bytes())
+        if sketch.total or empty:
+            out[(int(m.group(1)), int(m.group(2)))] = sketch
     return out
 
 
 def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int, int], MisraGries]:
-    """The sketch of every (window, sketch id), replaying ``messages`` ((record timestamp, value)) in
-    order with the schedule's rule written out plainly: an element counts in the window of its own
-    time iff that window is in the schedule (and, live, it arrived before the window's release)."""
+    """The sketch of every (window, sketch id), replaying ``messages`` ((record timestamp, value))
+    with the schedule's rule and the canonical order written out plainly: an element counts in the
+    window of its own time iff that window is in the schedule (and, live, it arrived before the
+    window's release); a sketch takes its window's elements epoch by epoch (the ``window.epoch_ms``
+    interval of their arrival), each epoch's keys sorted and inserted one by one."""
     i = cfg.values["input"]
     decoder = MessageDecoder(
         i["format"],
@@ -149,7 +159,9 @@ def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int
         json_time_field=i["json_time_field"] or None,
         path_depth=cfg.hierarchy.h,
     )
-    out: dict[tuple[int, int], MisraGries] = {}
+    from sketches.keyed import KeySecret
+
+    groups: dict[tuple[int, int], dict[int, list[np.ndarray]]] = {}
     for ts, value in messages:
         decoded = decoder.decode(value)
         if not decoded.ok or ts is None or ts < 0:
@@ -162,8 +174,20 @@ def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int
             ts < schedule.release_time(start) and ts - schedule.max_past_ms <= t <= ts + schedule.max_future_ms
         ):
             continue
-        for sid, keys in expand(np.asarray(decoded.values) if i["format"] != "path" else decoded.values, cfg):
-            out.setdefault((start, sid), MisraGries(cfg.params.counters)).update(keys)
+        epoch = ts - ts % cfg["window.epoch_ms"]
+        hierarchy = cfg.hierarchy
+        if hierarchy.hashed_keys:
+            hierarchy = hierarchy.keyed(KeySecret.from_seed(cfg.seed).window(start))
+        values = np.asarray(decoded.values) if i["format"] != "path" else decoded.values
+        if cfg.hierarchy.kind == "pair":  # (source, destination): the decoder's units are the first addresses
+            values = (np.asarray(decoded.units, dtype=np.uint32), values)
+        for sid, keys in expand(values, cfg, hierarchy):
+            groups.setdefault((start, sid), {}).setdefault(epoch, []).append(np.asarray(keys, dtype=np.int64))
+    out: dict[tuple[int, int], MisraGries] = {}
+    for where, epochs in groups.items():
+        mg = out[where] = MisraGries(cfg.params.counters)
+        for epoch in sorted(epochs):
+            mg.update(np.sort(np.concatenate(epochs[epoch])))
     return out
 
 

@@ -16,7 +16,12 @@ the schedule's origin, on X plus one element at each placement a review found to
 The four JSON placements share one run (X plus one element at each of them): an observable that
 depends on none of the data stays equal however many elements are added, and each placement's
 leak shows as its own difference (its window's count, a late straggler, ~10^6 windows, a missing
-dead letter), so one run checks them as four would. The packed run adds a single address.
+dead letter), so one run checks them as four would. The packed run adds a single element — with a
+**pair hierarchy** (packed (source, destination) pairs over the 24-node byte lattice, whose host-pair
+node has keyed-hash keys) — and the **path hierarchy** run adds one path in the first window (keyed-
+hash keys at every level, labels travelling with them). X and Y run at the same time, on one
+schedule, which starts once both jobs are surely up (no report is then late by start-up: the late
+counter is compared like every other metric).
 
 Every observable except the reports' noisy values must be identical: the list of reported windows,
 each report's Kafka record timestamp relative to the origin, the set of metric names and every
@@ -38,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.kafka_io import pack_ipv4
 from tests.e2e.jobs import (
     JOB,
     dead_letters,
@@ -56,6 +60,7 @@ from tests.e2e.net import free_port
 SIZE = 2000
 WINDOWS = 4
 GRACE = 500
+LEAD_S = 25  # both jobs are up (JVM, MiniCluster, Python workers) well before the schedule's origin
 LIMIT = 4096  # input.max_message_bytes of the packed runs
 BAND = 3000  # window.max_future_ms and max_past_ms
 #: report metrics of `dphhh run` that are not computed from reports (compared by value)
@@ -96,21 +101,45 @@ def json_plan(extras: tuple[str, ...] = ()) -> list[tuple[int, bytes | None]]:
     return sorted(rows, key=lambda r: r[0])
 
 
-def packed_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
-    """The packed stream X: in window 1 one message exactly at the size limit, then smaller ones;
-    ``over_size_limit`` puts one more address into the big message."""
+def _pairs(words: np.ndarray) -> bytes:
+    return words.astype(">u4").tobytes()
+
+
+def packed_pairs_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
+    """The packed (source, destination) stream X: in window 1 one message exactly at the size limit,
+    then smaller ones, a few hosts heavy; ``over_size_limit`` puts one more pair into the big message."""
     rng = np.random.default_rng(8)
-    big = rng.integers(0, 2**32, LIMIT // 4, dtype=np.uint64).astype(np.uint32)
+    hosts = rng.integers(0, 2**32, 30, dtype=np.uint64).astype(np.uint32)
+
+    def pairs(n: int) -> np.ndarray:
+        return np.stack([rng.choice(hosts, n), rng.choice(hosts, n)], axis=1)
+
+    big = pairs(LIMIT // 8)
     if extra == "over_size_limit":
-        big = np.append(big, np.uint32(0xC0000239))
-    small = [rng.integers(0, 2**32, 300, dtype=np.uint64).astype(np.uint32) for _ in range(3)]
+        big = np.vstack([big, np.array([[0xC0000239, 0xCB007105]], dtype=np.uint32)])
+    small = [pairs(300) for _ in range(3)]
     return [
-        (2100, pack_ipv4(big)),
-        (2300, pack_ipv4(small[0])),
-        (4200, pack_ipv4(small[1])),
+        (2100, _pairs(big)),
+        (2300, _pairs(small[0])),
+        (4200, _pairs(small[1])),
         (4300, b"\x01\x02\x03"),
-        (6100, pack_ipv4(small[2])),
+        (6100, _pairs(small[2])),
     ]
+
+
+def path_plan(extra: str | None) -> list[tuple[int, bytes | None]]:
+    """The path stream X (one path per message, its arrival its time): windows 1 and 2, a bad path;
+    ``first_window`` adds one path in the first window, which X leaves empty."""
+    rng = np.random.default_rng(9)
+    cities = [f"de/{r}/{c}" for r in ("by", "he", "nw") for c in ("a", "b", "c", "d")]
+    rows: list[tuple[int, bytes | None]] = [
+        (2100 + 10 * i, f"{rng.choice(cities)}/s{i % 9}".encode()) for i in range(60)
+    ]
+    rows += [(4200 + 10 * i, f"{rng.choice(cities)}/s{i % 5}".encode()) for i in range(40)]
+    rows.append((4300, b"a//b/c"))  # a bad path, dead-lettered in both runs
+    if extra == "first_window":
+        rows.append((1500, b"fr/idf/paris/rivoli"))
+    return sorted(rows, key=lambda r: r[0])
 
 
 @dataclass
@@ -142,6 +171,10 @@ def _scrape(port: int) -> str:
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return response.read().decode("utf-8", "replace")
+
+
+def _total(text: str, name: str) -> float:
+    return sum(float(v) for n, _, v in _SAMPLE.findall(text) if n == name)
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", re.M)
@@ -193,10 +226,16 @@ def _flink_warnings(text: str, run: dict[str, str]) -> set[str]:
     return {ln for ln in lines if not any(t in ln for t in TIMING_WARNINGS)}
 
 
-def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | None]]) -> Observed:
-    """Run the live job (schedule of WINDOWS windows, same seed) on ``plan``; observe everything."""
+HIERARCHIES = {
+    "json": "ipv4:8,16,24,32",
+    "packed-ipv4-pairs": "ipv4:8,16,24,32 x ipv4:8,16,24,32",
+    "path": "path:4",
+}
+
+
+def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | None]], origin: int) -> Observed:
+    """Run the live job (schedule of WINDOWS windows from ``origin``, same seed) on ``plan``; observe everything."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    origin = live_origin(SIZE, 2)
     job_port, report_port = free_port(), free_port()
     inp = {"format": fmt, "max_message_bytes": LIMIT}
     if fmt == "json":
@@ -205,6 +244,7 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
         tmp_path,
         name,
         input=inp,
+        hierarchy={"spec": HIERARCHIES[fmt]},
         window={
             "size_ms": SIZE,
             "origin": origin,
@@ -228,8 +268,12 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
         producer.send_value(_resolve(value, origin))
         producer.flush()
     producer.close()
-    wait_for(lambda: "the schedule ended" in err.read_text() or job.poll() is not None, 180, "the schedule's end")
-    scraped = (_scrape(job_port), _scrape(report_port))  # during the hold: every window released
+    wait_for(lambda: "the schedule ended" in err.read_text() or job.poll() is not None, 240, "the schedule's end")
+    # during the hold: every window released — and counted: the Python workers' counters reach the
+    # reporter with their bundles, which may end just after a report is readable (a condition, awaited)
+    released = "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
+    wait_for(lambda: f"{released}{{" in (t := _scrape(job_port)) and _total(t, released) >= WINDOWS, 30, "the counters")
+    scraped = (_scrape(job_port), _scrape(report_port))
     job.wait(timeout=120)
     records = report_records(cfg)
     names, values = _metrics(*scraped)
@@ -279,12 +323,22 @@ def _diff_totals(x: Observed, y: Observed) -> dict[int, int]:
     }
 
 
+def run_pair(tmp_path: Path, name: str, fmt: str, x_plan, y_plan) -> tuple[Observed, Observed]:
+    """X and Y at the same time on one schedule (each its own job, topics and folders)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    origin = live_origin(SIZE, LEAD_S)
+    with ThreadPoolExecutor(2) as pool:
+        x = pool.submit(run_live, tmp_path / "x", f"{name}-x", fmt, x_plan, origin)
+        y = pool.submit(run_live, tmp_path / "y", f"{name}-y", fmt, y_plan, origin)
+        return x.result(), y.result()
+
+
 def test_one_more_json_element_at_each_placement_changes_no_observable(broker, tmp_path: Path) -> None:
     """X vs X plus one element at each placement (JSON with own event times): identical observables;
     the elements count in their own windows only, or are dead-lettered by their own times, and
     every other count is unchanged."""
-    x = run_live(tmp_path / "x", "side-json-x", "json", json_plan())
-    y = run_live(tmp_path / "y", "side-json-y", "json", json_plan(tuple(PLACEMENTS)))
+    x, y = run_pair(tmp_path, "side-json", "json", json_plan(), json_plan(tuple(PLACEMENTS)))
     own = y.dead - x.dead  # the added elements' own dead letters (their values hold their own times)
     by_address = {json.loads(base64.b64decode(value))["ip"]: reason for reason, value in own.elements()}
     assert sum(own.values()) == len(by_address)  # one dead letter per dead-lettered element
@@ -293,11 +347,22 @@ def test_one_more_json_element_at_each_placement_changes_no_observable(broker, t
     assert _diff_totals(x, y) == {w * SIZE: 1 for _, w, _ in PLACEMENTS.values() if w is not None}
 
 
-def test_one_more_address_over_the_old_size_limit_changes_no_observable(broker, tmp_path: Path) -> None:
-    """X vs X + one address that takes a packed message over input.max_message_bytes: identical
-    observables, and that message's every address is counted (one more, nothing dropped)."""
-    x = run_live(tmp_path / "x", "side-packed-x", "packed-ipv4", packed_plan(None))
-    y = run_live(tmp_path / "y", "side-packed-y", "packed-ipv4", packed_plan("over_size_limit"))
+def test_one_more_pair_over_the_old_size_limit_changes_no_observable(broker, tmp_path: Path) -> None:
+    """A pair hierarchy (24 nodes, keyed host-pair keys): X vs X + one pair that takes a packed
+    message over input.max_message_bytes: identical observables, and that message's every pair is
+    counted (one more, nothing dropped)."""
+    x, y = run_pair(
+        tmp_path, "side-pairs", "packed-ipv4-pairs", packed_pairs_plan(None), packed_pairs_plan("over_size_limit")
+    )
     assert_same_observables(x, y)
     assert _diff_totals(x, y) == {1 * SIZE: 1}
-    assert x.window_totals[1 * SIZE] == LIMIT // 4 + 300
+    assert x.window_totals[1 * SIZE] == LIMIT // 8 + 300
+
+
+def test_one_more_path_in_the_first_window_changes_no_observable(broker, tmp_path: Path) -> None:
+    """A path hierarchy (keyed-hash keys at every level): X vs X + one path in the schedule's first
+    window: identical observables; the path counts in that window only."""
+    x, y = run_pair(tmp_path, "side-paths", "path", path_plan(None), path_plan("first_window"))
+    assert_same_observables(x, y)
+    assert _diff_totals(x, y) == {0: 1}
+    assert x.window_totals == {1 * SIZE: 60, 2 * SIZE: 40}

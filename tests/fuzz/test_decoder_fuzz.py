@@ -109,11 +109,11 @@ def test_batch_decoding_accounts_for_every_message(items: list[tuple[int | None,
         stamps = [t for t, tick in zip(timestamps, ticks) if not tick]
         timed = [(d, t) for d, t in zip(decoded, stamps) if d.ok and t is not None and t >= 0]
         verdicts = [schedule.accept(np.array([_time(d, t)]), np.array([t]))[1][0] for d, t in timed]
-        kept = sum(len(v) for _, v, _, _ in out.windows)
+        kept = sum(len(v) for _, _, v, _, _ in out.windows)
         assert out.ticks == sum(ticks)
         assert kept == sum(len(d.values) for (d, _), v in zip(timed, verdicts) if v < 0)
         assert len(out.dead) == len(decoded) - sum(1 for v in verdicts if v < 0)
-        assert {r for r, _, _ in out.dead} <= set(REASONS) | {"no_timestamp"} | set(ELEMENT_REASONS)
+        assert {r for r, _, _, _ in out.dead} <= set(REASONS) | {"no_timestamp"} | set(ELEMENT_REASONS)
 
 
 def _time(d, t: int) -> int:

@@ -145,23 +145,25 @@ def _live(size: int = 1000, **kw) -> ReleaseSchedule:
 
 
 def test_decode_batch_matches_the_message_by_message_rules() -> None:
-    """Clock records are skipped; bad messages are dead-lettered with their reason and Kafka time,
-    messages without a time as no_timestamp, and the rest grouped by the window of their arrival, in
-    input order."""
+    """Clock records are skipped; bad messages are dead-lettered with their reason and Kafka time
+    (counted only when unparsable and holding no element), messages without a time as no_timestamp
+    (never counted), and the rest grouped by the window of their arrival and their arrival epoch
+    (100 ms), in input order within a group."""
     decoder = MessageDecoder("text-ipv4")
     messages = [b"10.0.0.1", TICK, b"bad", b"10.0.0.2", b"10.0.0.3", b"10.0.0.4", b"10.0.0.5", TICK, b"10.0.0.6"]
     timestamps = [1500, 1550, 1600, None, 200, 2100, 1999, 3000, -1]
     out = decode_batch(pack_batch(timestamps, messages), decoder, _live())
     assert out.ticks == 2
     assert out.dead == [
-        ("bad_ipv4", b"bad", 1600),
-        ("no_timestamp", b"10.0.0.2", None),
-        ("no_timestamp", b"10.0.0.6", -1),
+        ("bad_ipv4", b"bad", 1600, True),
+        ("no_timestamp", b"10.0.0.2", None, False),
+        ("no_timestamp", b"10.0.0.6", -1, False),
     ]
-    assert [(start, v.tolist()) for start, v, _, _ in out.windows] == [
-        (0, [0x0A000003]),
-        (1000, [0x0A000001, 0x0A000005]),
-        (2000, [0x0A000004]),
+    assert [(start, epoch, v.tolist()) for start, epoch, v, _, _ in out.windows] == [
+        (0, 200, [0x0A000003]),
+        (1000, 1500, [0x0A000001]),
+        (1000, 1900, [0x0A000005]),
+        (2000, 2100, [0x0A000004]),
     ]
 
 
@@ -181,15 +183,19 @@ def test_decode_batch_takes_json_event_time_over_the_kafka_timestamp() -> None:
     out = decode_batch(
         pack_batch([a for *_, a in rows], messages), decoder, _live(grace_ms=0, max_future_ms=5000, max_past_ms=3000)
     )
-    assert [(s, v.tolist()) for s, v, _, _ in out.windows] == [(4000, [0x02020202]), (5000, [0x01010101])]
-    assert [(r, m) for r, m, _ in out.dead] == [
+    # the window of the element's own time, the epoch of its arrival
+    assert [(s, e, v.tolist()) for s, e, v, _, _ in out.windows] == [
+        (4000, 4900, [0x02020202]),
+        (5000, 5000, [0x01010101]),
+    ]
+    assert [(r, m) for r, m, _, _ in out.dead] == [
         ("late", messages[2]),
         ("too_far_ahead", messages[3]),
         ("too_far_behind", messages[4]),
         ("too_far_ahead", messages[5]),
     ]
     graced = decode_batch(pack_batch([5000], messages[2:3]), decoder, _live(grace_ms=1))
-    assert [(s, v.tolist()) for s, v, _, _ in graced.windows] == [(4000, [0x03030303])]  # arrived before end + grace
+    assert [(s, v.tolist()) for s, _, v, _, _ in graced.windows] == [(4000, [0x03030303])]  # arrived before end + grace
 
 
 def test_replay_counts_its_range_and_dead_letters_the_rest() -> None:
@@ -198,14 +204,14 @@ def test_replay_counts_its_range_and_dead_letters_the_rest() -> None:
     schedule = ReleaseSchedule(size_ms=1000, origin_ms=1000, mode="replay", until_ms=3000)
     a, b, c, d = (pack_ipv4(np.array([x], np.uint32)) for x in (1, 2, 3, 4))
     out = decode_batch(pack_batch([2999, 999, 3000, 1000], [a, b, c, d]), MessageDecoder("packed-ipv4"), schedule)
-    assert [(s, v.tolist()) for s, v, _, _ in out.windows] == [(1000, [4]), (2000, [1])]
-    assert [(r, m) for r, m, _ in out.dead] == [("before_origin", b), ("after_until", c)]
+    assert [(s, e, v.tolist()) for s, e, v, _, _ in out.windows] == [(1000, 1000, [4]), (2000, 2900, [1])]
+    assert [(r, m) for r, m, _, _ in out.dead] == [("before_origin", b), ("after_until", c)]
 
 
 def test_decode_batch_of_paths_keeps_them_as_strings() -> None:
     """Path values stay a list of normalised strings per window."""
     out = decode_batch(pack_batch([7, 8], [b"a/b/c", b" d / e /f"]), MessageDecoder("path", path_depth=3), _live(10))
-    assert out.windows == [(0, ["a/b/c", "d/e/f"], None, None)]
+    assert out.windows == [(0, 0, ["a/b/c", "d/e/f"], None, None)]
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
@@ -239,5 +245,5 @@ def test_packed_messages_split_across_windows_keep_order() -> None:
     out = decode_batch(
         pack_batch([10, 1010, 20, 30], [a, b, c, big]), MessageDecoder("packed-ipv4", max_message_bytes=64), _live()
     )
-    assert out.dead == [("bad_length", c, 20)]
-    assert [(s, v.tolist()) for s, v, _, _ in out.windows] == [(0, [1, 2, *range(5000)]), (1000, [3])]
+    assert out.dead == [("bad_length", c, 20, True)]  # two bytes: not even one address, so counted
+    assert [(s, v.tolist()) for s, _, v, _, _ in out.windows] == [(0, [1, 2, *range(5000)]), (1000, [3])]

@@ -5,7 +5,9 @@ every window of the public schedule gets exactly one report when the watermark p
 time (empty windows included), a heavy planted /24 is reported, the streamed reports equal an
 offline computation with the same seeded noise, state is dropped at release, released windows take
 no more elements, ticks re-arm timers a checkpoint lost, a unit contributes at most its cap, flow
-weights are clipped at W, and a restored release operator republishes the ledger's bytes.
+weights are clipped at W, and a restored release operator republishes the ledger's bytes. Sketches
+are compared with an oracle of the canonical order written out plainly (docs/ALGORITHMS.md §0
+"Canonical order"): epoch by epoch, the epoch's unit elements sorted, inserted one by one.
 What only a real job can show (JVM/Python serialisation, checkpoints, Kafka) is in tests/e2e.
 """
 
@@ -24,15 +26,13 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 
 from connectors.skips import SkipCounter
-from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
-from sketches.level_sketches import LevelSketches
 from sketches.misra_gries import MisraGries, clip_weights
 from stream.assembler import WindowAssembler, noise_source_factory
 from stream.batch import Weighting, read_all_records
 from stream.clock import TICK
 from stream.config import load_config
-from stream.ledger import ReleaseLedger
+from stream.ledger import ReleaseLedger, job_key_secret
 from stream.message_batch import pack_batch
 from stream.metrics_catalog import OPERATOR_COUNTERS
 from stream.operators import (
@@ -44,13 +44,13 @@ from stream.operators import (
     ReleaseOperator,
     SketchOperator,
 )
-from stream.wire import sketch_payloads, unit_payloads, unpack_sketches, unstamp
+from stream.wire import sketch_payloads, unit_payloads, unstamp
 from tests.harness import MIN_WATERMARK, Chain, KeyedHarness, ProcessHarness
 
 W = 10_000  # window size (ms)
 ORIGIN = 1_700_000_000_000  # the schedule's origin (a window boundary)
 RAW = Types.PRIMITIVE_ARRAY(Types.BYTE())
-TO_SKETCH = Types.TUPLE([Types.INT(), Types.LONG(), RAW, RAW])  # the job's declared types (stream.job)
+TO_SKETCH = Types.TUPLE([Types.INT(), Types.LONG(), Types.LONG(), RAW, RAW])  # the job's declared types (stream.job)
 RELEASES = Types.TUPLE([Types.LONG(), RAW])
 DEAD = STEP_IDS["dead_letter"]
 HEAVY_24 = 0x0A010200  # 10.1.2.0/24
@@ -82,9 +82,31 @@ def _cfg(tmp_path: Path, *overrides: str, mode: str = "replay", windows: int = 3
             "privacy.seed=7",  # seeded: reproducible, NOT private
             f"output.ledger_dir={tmp_path / 'ledger'}",
             f"output.reports_file={tmp_path / 'reports.jsonl'}",
+            f"output.debug_sketch_dir={tmp_path / 'sketches'}",  # NON-PRIVATE dumps at release (seeded only)
             *overrides,
         ],
     )
+
+
+def _canonical(groups, kappa: int) -> MisraGries:
+    """The oracle of the canonical order: for each group (epoch) in the order given, its unit elements
+    sorted and inserted one by one (a weighted key as that many unit inserts). ``groups``: key arrays,
+    or (keys, weights) pairs."""
+    mg = MisraGries(kappa)
+    for group in groups:
+        keys, weights = group if isinstance(group, tuple) else (group, None)
+        units = np.asarray(keys, dtype=np.int64) if weights is None else np.repeat(keys, weights)
+        mg.update(np.sort(units))
+    return mg
+
+
+def _dumped(tmp_path: Path) -> dict[tuple[int, int], MisraGries]:
+    """(window, sketch id) → the sketch a release dumped (output.debug_sketch_dir)."""
+    out = {}
+    for path in (tmp_path / "sketches").glob("window-*-sketch-*.bin"):
+        window, sid = (int(x) for x in path.stem.removeprefix("window-").split("-sketch-"))
+        out[(window, sid)] = MisraGries.from_bytes(path.read_bytes())
+    return out
 
 
 def _values(cfg) -> dict:
@@ -149,15 +171,13 @@ def _assert_metrics_catalogued(*harnesses: ProcessHarness) -> None:
 
 def _offline_report(cfg, tmp_path: Path, window: int, values: np.ndarray) -> bytes:
     """The window's report computed without the stream operators: one sketch per level over the
-    window's values in order, released with the same seeded noise, assembled through a new ledger."""
+    window's values (one arrival epoch) in canonical order, every level released (empty ones too)
+    with the same seeded noise, assembled by a new assembler."""
     hierarchy, params = cfg.hierarchy, cfg.params
     noise = noise_source_factory(cfg.seed)
     releases = []
     for level in range(1, hierarchy.h + 1):
-        if not values.size:
-            continue  # a sketch without elements is released by the assembler
-        mg = MisraGries(params.counters)
-        mg.update(hierarchy.keys(values, level))
+        mg = _canonical([hierarchy.keys(values, level)], params.counters)
         releases.append(
             release_sketch(level, 0, mg.counters(), mg.total, params=params, h=hierarchy.h, rng=noise(window, level, 0))
         )
@@ -191,9 +211,11 @@ def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_w
     chain.send(pack_batch([ORIGIN + 2 * W + 7] * len(m2) + [ORIGIN + 9, ORIGIN + 3 * W], [*m2, bad, outside]))
 
     assert chain.outputs == []  # a replay's watermark stays at Long.MIN_VALUE until the input ends
-    assert sketch.state_keys("sketch-windows") == [0]
-    assert set(sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)) == {ORIGIN, ORIGIN + 2 * W}
-    assert sketch.pending_timers() == [ORIGIN + W, ORIGIN + 3 * W]
+    # nothing applied yet (no epoch is complete before the end): one buffered entry per batch and window
+    assert (
+        sketch.state_keys("sketch-windows") == [] and len(sketch.map_state("sketch-entries", 0, Types.LONG(), RAW)) == 2
+    )
+    assert sketch.pending_timers() == [ORIGIN + W, ORIGIN + 2 * W, ORIGIN + 3 * W]  # every window of the range
     assert release.pending_timers() == [ORIGIN + W]  # armed by the start record, before any element
 
     chain.end_of_input()
@@ -210,8 +232,9 @@ def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_w
         start = r["window"]["start_ms"]
         assert unstamp(chain.outputs[(start - ORIGIN) // W])[1] == _offline_report(cfg, tmp_path, start, values)
 
-    assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-labels") == []
+    assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-entries") == []
     assert sketch.pending_timers() == [] and release.pending_timers() == []
+    assert sorted(_dumped(tmp_path)) == [(ORIGIN + i * W, level) for i in range(3) for level in range(4)]
     assert ReleaseLedger(tmp_path / "ledger").windows() == [ORIGIN, ORIGIN + W, ORIGIN + 2 * W]
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines() == [unstamp(o)[1] for o in chain.outputs]
     dead = [json.loads(unstamp(d)[1]) for d in decode.side_outputs[DEAD]]
@@ -247,7 +270,9 @@ def test_live_windows_are_released_when_the_watermark_passes_their_release_time(
     assert sketch.state_keys("sketch-windows") == [] and release.pending_timers() == [ORIGIN + 2 * W]
 
     chain.send(pack_batch([ORIGIN + 200] * len(m0), m0))  # for window 0, already released
-    assert sketch.state_keys("sketch-windows") == [] and sketch.pending_timers() == []
+    # nothing kept for it; the tick of the clock's new window armed that window and the next, empty or not
+    assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-entries") == []
+    assert sketch.pending_timers() == [ORIGIN + 2 * W, ORIGIN + 3 * W]
     m2 = _packed(_heavy_window(rng))
     chain.send(pack_batch([ORIGIN + 2 * W + 1] * len(m2), m2))
     chain.advance_watermark(ORIGIN + 3 * W + 5)  # a downtime: two release times passed at once
@@ -262,53 +287,62 @@ def test_live_windows_are_released_when_the_watermark_passes_their_release_time(
     chain.advance_watermark(ORIGIN + 4 * W)
     assert [r["window"]["start_ms"] for _, r in _reports(chain.take())] == [ORIGIN + 3 * W]
     assert release.pending_timers() == []  # the schedule (window.until) has ended
-    assert release.metrics() == {"dphhh.release.windows_released": 4}
+    # (this schedule lies in 2023: every publication time has passed, each report is late — published
+    # at once and counted; tests/stream/test_publisher.py shows reports waiting for their time)
+    assert release.metrics() == {"dphhh.release.windows_released": 4, "dphhh.release.reports_late": 4}
     chain.close()
 
 
-def _sketch_records(cfg, window: int, values: np.ndarray) -> list[tuple]:
-    return [(p, window, payload, labels) for p, payload, labels in sketch_payloads(values, cfg)]
+def _sketch_records(cfg, window: int, values: np.ndarray, epoch: int | None = None) -> list[tuple]:
+    at = window if epoch is None else epoch
+    return [(p, window, at, payload, labels) for p, payload, labels in sketch_payloads(values, cfg)]
 
 
-def _sketch_totals(h: KeyedHarness, window: int) -> list[int]:
-    state = h.map_state("sketch-windows", 0, Types.LONG(), RAW)
-    return [s.total for s in unpack_sketches(state[window])] if window in state else []
+def _released_totals(out) -> list[tuple[int, int, int | None]]:
+    return [(w, r.level, r.n_noisy) for w, r in ((w, pickle.loads(p)) for w, p in out)]
 
 
 def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore_lost(tmp_path: Path) -> None:
     """After a window's release its state is gone and later elements for it leave no state, timer or
-    output; a restore without the window's timer (and with empty caches) keeps its state, a tick
-    re-registers the timer, and the window is released with every element of both runs."""
+    output; a restore without the window's timer (and with empty caches) keeps its buffered epochs
+    and applied sketches, a tick re-registers the timer, and the window is released with every
+    element of both runs, in canonical order."""
     cfg = _cfg(tmp_path, mode="live", windows=6)
     values = np.uint32(HEAVY_24) + np.arange(300, dtype=np.uint32) % 7
     with _sketch(cfg) as sk:
         for r in _sketch_records(cfg, ORIGIN, values):
             assert sk.process(r) == []
-        assert _sketch_totals(sk, ORIGIN) == [300] * 4 and sk.pending_timers(0) == [ORIGIN + W]
+        assert sk.pending_timers(0) == [ORIGIN + W]
         released = [(w, pickle.loads(p)) for w, p in sk.advance_watermark(ORIGIN + W)]
         assert [(w, r.level) for w, r in released] == [(ORIGIN, level) for level in (1, 2, 3, 4)]
         assert abs(released[0][1].n_noisy - 300) <= 5  # level 1 carries the size (P = 1)
-        assert sk.state_keys("sketch-windows") == [] and sk.pending_timers() == []
+        assert sk.state_keys("sketch-windows") == [] and sk.state_keys("sketch-entries") == []
+        assert sk.pending_timers() == [ORIGIN + 2 * W]  # the next window, armed at the release
 
         for r in _sketch_records(cfg, ORIGIN, values):  # window 0 again, after its release
             assert sk.process(r) == []
-        assert sk.state_keys("sketch-windows") == [] and sk.pending_timers() == []
+        assert sk.state_keys("sketch-windows") == [] and sk.state_keys("sketch-entries") == []
 
-        for r in _sketch_records(cfg, ORIGIN + W, values[:100]):
+        for r in _sketch_records(cfg, ORIGIN + W, values[:100], ORIGIN + W):  # epoch W
             sk.process(r)
-        snapshot = sk.snapshot(timers=False)  # a checkpoint that missed the timer just registered
+        sk.advance_watermark(ORIGIN + W + 150)  # epoch W complete: applied with the next batch
+        for r in _sketch_records(cfg, ORIGIN + W, values[100:200], ORIGIN + W + 200):
+            sk.process(r)
+        assert len(sk.map_state("sketch-entries", 0, Types.LONG(), RAW)) == 1  # epoch W+200 is still buffered
+        snapshot = sk.snapshot(timers=False)  # a checkpoint that missed the timers registered
 
     with _sketch(cfg, restore=snapshot) as again:
-        assert again.pending_timers() == [] and _sketch_totals(again, ORIGIN + W) == [100] * 4
-        for r in _sketch_records(cfg, ORIGIN + W, values[100:]):
+        assert again.pending_timers() == []
+        for r in _sketch_records(cfg, ORIGIN + W, values[200:], ORIGIN + W + 200):
             again.process(r)  # the restored state, not a cache, is what grows
-        assert _sketch_totals(again, ORIGIN + W) == [300] * 4
         assert again.pending_timers() == []  # the window's state existed: no new timer by itself
-        assert again.process((0, TICK_WINDOW, b"", b"")) == [(TICK_WINDOW, b"")]
-        assert again.pending_timers(0) == [ORIGIN + 2 * W]
+        assert again.process((0, TICK_WINDOW, ORIGIN + W, b"", b"")) == [(TICK_WINDOW, b"")]
+        assert again.pending_timers(0) == [ORIGIN + 2 * W, ORIGIN + 3 * W]
         out = again.advance_watermark(ORIGIN + 2 * W)
         assert [w for w, _ in out] == [ORIGIN + W] * 4 and abs(pickle.loads(out[0][1]).n_noisy - 300) <= 5
-        assert again.state_keys("sketch-windows") == []
+        assert again.state_keys("sketch-windows") == [] and again.state_keys("sketch-entries") == []
+    keys = [cfg.hierarchy.keys(v, 4) for v in (values[:100], values[100:])]
+    assert _dumped(tmp_path)[(ORIGIN + W, 3)] == _canonical(keys, cfg.params.counters)
 
 
 def _pairs(units: np.ndarray, dsts: np.ndarray) -> list[bytes]:
@@ -341,22 +375,59 @@ def test_cap_operator_keeps_at_most_the_cap_of_each_unit_per_window(tmp_path: Pa
         units, dsts = units[order], dsts[order]
         messages = _pairs(units, dsts)
         chain.send(pack_batch([window + 1] * len(messages), messages))
-        keep = UnitCap(cap).keep(units)
-        offline[window] = [MisraGries(cfg.params.counters) for _ in range(4)]
-        for level, mg in enumerate(offline[window], start=1):
-            mg.update(cfg.hierarchy.keys(dsts[keep], level))
+        oracle = _oracle(cfg, [(units.astype(np.uint64), dsts, None)], cap)
+        offline[window] = [oracle[(level, 0)] for level in range(1, 5)]
 
-    assert sorted(capper.state_keys("cap-units")) == [0, 1]  # both shards hold units
-    state = sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)
+    assert sorted(capper.state_keys("cap-entries")) == [0, 1]  # both shards hold units
+    chain.end_of_input()
+    dumps = _dumped(tmp_path)
     for window, expected in offline.items():
-        got = unpack_sketches(state[window])
+        got = [dumps[(window, level)] for level in range(4)]
         assert [s.total for s in got] == [200 + cap] * 4
         assert got[3].counters()[heavy_dst] == cap
-        assert [s.counters() for s in got] == [s.counters() for s in expected]
-    chain.end_of_input()
-    assert len(chain.outputs) == 2 and capper.state_keys("cap-units") == [] and capper.pending_timers() == []
+        assert got == expected
+    assert len(chain.outputs) == 2 and capper.state_keys("cap-entries") == [] and capper.pending_timers() == []
     _assert_metrics_catalogued(*chain.stages)
     chain.close()
+
+
+def _oracle(cfg, epochs, cap: int | None = None, window: int = ORIGIN) -> dict[tuple[int, int], MisraGries]:
+    """(level, partition) → the sketch of one window in canonical order, written out plainly: per
+    epoch (in the order given), with a unit cap the elements sorted by (unit, value[, weight]) and a
+    unit's kept while fewer than ``cap`` of its elements were kept in the window; then each (level,
+    partition)'s keys of the kept elements, sorted, inserted one unit at a time. ``epochs``:
+    (units or None, values, weights or None) per epoch; pair values are (first, second) arrays."""
+    from sketches.partition import route
+
+    hierarchy = cfg.hierarchy.keyed(job_key_secret(cfg).window(window))  # hashed keys: the window's key
+    kept_count: dict[int, int] = {}
+    groups: dict[tuple[int, int], list] = {}
+    for units, values, w in epochs:
+        pairs = isinstance(values, tuple)
+        n = len(values[0]) if pairs else len(values)
+        sel = np.arange(n)
+        if cap is not None:
+            codes = [(int(a) << 32) | int(b) for a, b in zip(*values)] if pairs else [int(v) for v in values]
+            weights = w.tolist() if w is not None else [0] * n
+            chosen = []
+            for unit, _, _, i in sorted(zip(units.tolist(), codes, weights, range(n))):
+                if kept_count.get(unit, 0) < cap:
+                    kept_count[unit] = kept_count.get(unit, 0) + 1
+                    chosen.append(i)
+            sel = np.array(chosen, dtype=np.int64)
+        kept = tuple(v[sel] for v in values) if pairs else values[sel]
+        kept_w = None if w is None else np.asarray(w)[sel]
+        for level, p, keys, part_w in route(hierarchy, kept, cfg.params.partitions, kept_w):
+            groups.setdefault((level, p), []).append(keys if part_w is None else (keys, part_w))
+    return {key: _canonical(g, cfg.params.counters) for key, g in groups.items()}
+
+
+def _released_sketches(tmp_path: Path, cfg, window: int) -> dict[tuple[int, int], MisraGries]:
+    """(level, partition) → the window's sketches as released (dumped), non-empty ones."""
+    parts = cfg.params.partitions
+    return {
+        ((sid // parts) + 1, sid % parts): mg for (w, sid), mg in _dumped(tmp_path).items() if w == window and mg.total
+    }
 
 
 def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Path) -> None:
@@ -378,6 +449,7 @@ def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Pa
             "privacy.seed=3",
             f"output.ledger_dir={tmp_path / 'ledger'}",
             f"output.reports_file={tmp_path / 'reports.jsonl'}",
+            f"output.debug_sketch_dir={tmp_path / 'sketches'}",
         ],
     )
 
@@ -405,20 +477,21 @@ def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Pa
     sketch = _sketch(cfg).open()
     chain = Chain(decode, sketch)
     chain.send(pack_batch([5] * len(messages), messages))
-    state = sketch.map_state("sketch-windows", 0, Types.LONG(), RAW)
-    assert sorted(state) == [1000, 2000]
-    first = unpack_sketches(state[1000])
-    assert [s.total for s in first] == [2499] * 4
-    ip = cfg.hierarchy.keys(np.array([0x0A010101, 0x0A010102, 0x0A020202], dtype=np.uint32), 4).tolist()
-    assert first[3].counters() == dict(zip(ip, [1000, 500, 999]))
-    assert first[2].counters()[int(cfg.hierarchy.keys(np.array([0x0A010101], np.uint32), 3)[0])] == 1500
-    assert [s.total for s in unpack_sketches(state[2000])] == [70] * 4
     dead = [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]]
     assert dead == ["bad_json", "wrong_family", "zero_weight"]
     assert decode.metrics() == {"dphhh.decode.dead_letters_bad_json": 1}  # valid records are never counted
     chain.end_of_input()
-    assert sketch.state_keys("sketch-windows") == []
-    assert [w for w, _ in chain.outputs if w != TICK_WINDOW] == [1000] * 4 + [2000] * 4  # one release per level
+    assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-entries") == []
+    # every window of the range released, level by level, the one without a record too
+    assert [w for w, _ in chain.outputs if w != TICK_WINDOW] == [0] * 4 + [1000] * 4 + [2000] * 4
+    dumps = _dumped(tmp_path)
+    first = [dumps[(1000, level)] for level in range(4)]
+    assert [s.total for s in first] == [2499] * 4
+    ip = cfg.hierarchy.keys(np.array([0x0A010101, 0x0A010102, 0x0A020202], dtype=np.uint32), 4).tolist()
+    assert first[3].counters() == dict(zip(ip, [1000, 500, 999]))
+    assert first[2].counters()[int(cfg.hierarchy.keys(np.array([0x0A010101], np.uint32), 3)[0])] == 1500
+    assert [dumps[(2000, level)].total for level in range(4)] == [70] * 4
+    assert [dumps[(0, level)].total for level in range(4)] == [0] * 4
     chain.close()
 
 
@@ -462,24 +535,29 @@ def test_the_budget_guard_refuses_windows_on_schedule(tmp_path: Path) -> None:
 
 def test_decode_ticks_once_per_clock_window_skips_clock_records_and_dead_letters_bad_batches(tmp_path: Path) -> None:
     """Decode emits one tick per sketch partition after open and at each new clock window (never per
-    batch), skips clock records, and dead-letters a batch that is not a DPB1 record (counted)."""
+    batch), carrying the clock's window; skips clock records; and dead-letters a batch that is not a
+    DPB1 record (not counted: it holds elements, and whether it happens follows the jar)."""
     cfg = _cfg(tmp_path, "privacy.partitions=3", mode="live")
     with _decode(cfg) as decode:
-        ticks = [(p, TICK_WINDOW, b"", b"") for p in range(3)]
-        assert decode.process(pack_batch([ORIGIN + 1], [TICK])) == ticks  # after open
+
+        def ticks(mark: int) -> list[tuple]:
+            return [(p, TICK_WINDOW, mark, b"", b"") for p in range(3)]
+
+        assert decode.process(pack_batch([ORIGIN + 1], [TICK])) == ticks(-1)  # after open
         assert decode.process(pack_batch([ORIGIN + 2], [TICK])) == []
         decode.advance_watermark(ORIGIN + 10)  # the broker's clock enters window 0
-        assert decode.process(pack_batch([ORIGIN + 3], [TICK])) == ticks
+        assert decode.process(pack_batch([ORIGIN + 3], [TICK])) == ticks(ORIGIN)
         decode.advance_watermark(ORIGIN + 20)  # the same clock window: no tick
         assert decode.process(pack_batch([ORIGIN + 4], [TICK])) == []
         decode.advance_watermark(ORIGIN + W)
         out = decode.process(pack_batch([ORIGIN + W + 1, ORIGIN + W + 2], [TICK, b"\x0a\x01\x02\x03"]))
-        assert out[:3] == ticks and out[3:]  # the element: one record per partition its keys fall in
-        assert all(r[1] == ORIGIN + W and r[2] for r in out[3:]) and len({r[0] for r in out[3:]}) == len(out[3:])
+        assert out[:3] == ticks(ORIGIN + W) and out[3:]  # the element: one record per partition its keys fall in
+        assert all(r[1] == ORIGIN + W and r[2] == ORIGIN + W and r[3] for r in out[3:])  # window, epoch
+        assert len({r[0] for r in out[3:]}) == len(out[3:])
         assert decode.process(b"not a batch") == [] and decode.side_outputs[DEAD]
         (dead,) = [json.loads(unstamp(d)[1]) for d in decode.take_side(DEAD)]
         assert (dead["reason"], base64.b64decode(dead["value_b64"])) == ("bad_batch", b"not a batch")
-        assert decode.metrics() == {"dphhh.decode.dead_letters_bad_batch": 1}
+        assert decode.metrics() == {}
         _assert_metrics_catalogued(decode)
 
 
@@ -544,19 +622,41 @@ def test_a_pair_hierarchy_streams_source_destination_pairs_to_2d_reports(tmp_pat
     chain.end_of_input()
     ((ts, report),) = _reports(chain.outputs)
     assert report["params"]["h"] == 24 and report["guarantees"]["coverage_holds"] is False
+    assert report["budget"]["entries"][-1]["mechanism"] == "hashed_keys"  # its δ stated
     found = {x["prefix"]: x for x in report["hhh"]}
     assert "192.0.2.1/32 → 203.0.113.5/32" in found and found["192.0.2.1/32 → 203.0.113.5/32"]["node"] == [4, 4]
     # the offline release: the same sketches (the one router), the same seeded noise per (window, node)
-    hierarchy, params = cfg.hierarchy, cfg.params
+    # (the window's hash key: the /32 × /32 node's keys are keyed hashes, docs/ALGORITHMS.md §1 "Keys")
+    secret = job_key_secret(cfg)
+    hierarchy, params = cfg.hierarchy.keyed(secret.window(ORIGIN)), cfg.params
     noise = noise_source_factory(cfg.seed)
     releases = []
     for level in range(1, hierarchy.h + 1):
-        mg = MisraGries(params.counters)
-        mg.update(hierarchy.keys((src, dst), level))
+        keys = hierarchy.keys((src, dst), level)
+        mg = _canonical([keys], params.counters)
+        labels = hierarchy.labels_of(keys, level) or None
         releases.append(
-            release_sketch(level, 0, mg.counters(), mg.total, params=params, h=hierarchy.h, rng=noise(ORIGIN, level, 0))
+            release_sketch(
+                level,
+                0,
+                mg.counters(),
+                mg.total,
+                params=params,
+                h=hierarchy.h,
+                rng=noise(ORIGIN, level, 0),
+                labels=labels,
+            )
         )
-    asm = WindowAssembler(hierarchy, params, cfg.schedule(ORIGIN), ReleaseLedger(tmp_path / "offline"), seed=cfg.seed)
+    asm = WindowAssembler(
+        cfg.hierarchy,
+        params,
+        cfg.schedule(ORIGIN),
+        ReleaseLedger(tmp_path / "offline"),
+        seed=cfg.seed,
+        secret=secret,
+        key_collision_delta=cfg.key_delta,
+    )
+    assert cfg.key_delta == cfg.params.counters * 2.0**-63  # one hashed node (/32 × /32), event level
     assert unstamp(chain.outputs[0])[1] == asm.report(ORIGIN, releases)[0]
     chain.close()
 
@@ -613,34 +713,6 @@ def _flow_record(src: int, dst: int, nbytes: int, t_ms: int) -> bytes:
     ).encode()
 
 
-def _streamed_sketches(sketch: KeyedHarness, cfg, window: int) -> dict[tuple[int, int], MisraGries]:
-    """(level, partition) → the sketch operator's state of ``window`` (every partition that holds one)."""
-    out = {}
-    for p in range(cfg.params.partitions):
-        state = sketch.map_state("sketch-windows", p, Types.LONG(), RAW)
-        if window in state:
-            for level, mg in enumerate(unpack_sketches(state[window]), start=1):
-                if mg.total:  # a partition holds all h sketches, empty ones too
-                    out[(level, p)] = mg
-    return out
-
-
-def _assert_same_counts(streamed: dict, offline: dict, cfg) -> None:
-    """The same weighted count of every key in every (level, partition) sketch. With several cap
-    shards the sketches get the shards' records one shard after the other (the order of the
-    interleaving, docs/ALGORITHMS.md §0), so the sketches are compared where that order does not
-    matter: below κ distinct keys every count is exact."""
-    for key, mg in offline.items():
-        assert len(mg.counters()) < cfg.params.counters  # exact counts: no decrement happened
-        assert streamed[key].counters() == mg.counters() and streamed[key].total == mg.total
-
-
-def _offline_sketches(cfg, values, weights: np.ndarray) -> dict[tuple[int, int], MisraGries]:
-    batch = LevelSketches(cfg.hierarchy, cfg.params.counters, cfg.params.partitions)
-    batch.update(values, weights)
-    return {key: mg for key, mg in batch.items() if mg.total}
-
-
 def _flow_traffic(rng: np.random.Generator, n: int, heavy_src: int, heavy: int) -> tuple[np.ndarray, ...]:
     """``n`` flow records (sources, destinations, bytes, offsets in ms) in arrival order: ``heavy``
     of them from ``heavy_src`` (byte counts up to 5x the cap used below), the rest from 60 hosts."""
@@ -693,23 +765,22 @@ def test_flow_records_at_user_level_keep_each_source_hosts_first_records_with_th
     chain.send(pack_batch([ORIGIN + 1] * half, messages[:half]))
     chain.send(pack_batch([ORIGIN + 2] * (len(messages) - half + 2), messages[half:] + bad))
 
-    keep = UnitCap(cap).keep(src.astype(np.uint64))
-    assert int(keep[src == heavy_src].sum()) == cap and np.flatnonzero(keep & (src == heavy_src)).tolist() == (
-        np.flatnonzero(src == heavy_src)[:cap].tolist()
-    )
-    clipped = clip_weights(nbytes[keep], weight_cap)
-    assert clipped.max() == weight_cap and clipped.min() < weight_cap  # some records are clipped
-    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
-    offline = _offline_sketches(cfg, dst[keep], clipped)
-    assert set(streamed) == set(offline) and len({p for _, p in streamed}) == 2
-    _assert_same_counts(streamed, offline, cfg)
-    for level in range(1, 5):
-        assert sum(mg.total for (lv, _), mg in streamed.items() if lv == level) == int(clipped.sum())
-    assert sorted(capper.state_keys("cap-units")) == [0, 1]
     dead = [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]]
     assert dead == ["missing_field", "wrong_family"]
-
+    assert sorted(capper.state_keys("cap-entries")) == [0, 1]
     chain.end_of_input()
+
+    # both batches arrived in one epoch: the cap takes each source's records sorted by (destination,
+    # clipped bytes) — canonical, not arrival, order — and keeps the first 3
+    clipped = clip_weights(nbytes, weight_cap)
+    oracle = _oracle(cfg, [(src.astype(np.uint64), dst, clipped)], cap)
+    released = _released_sketches(tmp_path, cfg, ORIGIN)
+    assert released == oracle and len({p for _, p in released}) == 2
+    heavy = np.flatnonzero(src == heavy_src)  # 400 records; 3 kept: those with the smallest (dst, bytes)
+    kept = sorted(zip(dst[heavy].tolist(), clipped[heavy].tolist()))[:cap]
+    leaf = {int(k): c for (lv, _), mg in oracle.items() if lv == 4 for k, c in mg.counters().items()}
+    assert sum(w for _, w in kept) <= sum(leaf.get(d, 0) for d, _ in kept)
+    assert clipped.max() == weight_cap and clipped.min() < weight_cap  # some records are clipped
     ((_, report),) = _reports(chain.outputs)
     assert report["budget"]["unit"] == "user" and report["budget"]["weight_cap"] == weight_cap
     assert report["budget"]["guarantee"].endswith(
@@ -717,7 +788,7 @@ def test_flow_records_at_user_level_keep_each_source_hosts_first_records_with_th
         "each record weighted by bytes clipped at 1000"
     )
     assert math.isclose(report["budget"]["event_level"]["epsilon"], 50 / (cap * weight_cap), rel_tol=1e-6)
-    assert capper.state_keys("cap-units") == [] and sketch.state_keys("sketch-windows") == []
+    assert capper.state_keys("cap-entries") == [] and sketch.state_keys("sketch-windows") == []
     _assert_metrics_catalogued(*chain.stages)
     chain.close()
 
@@ -754,14 +825,14 @@ def test_weighted_flow_pairs_at_event_level_sketch_as_the_batch_command_does(tmp
     )
     assert skips.as_dict() == {"wrong_family": 1} and weights is not None and weights.max() == weight_cap
     assert pairs[0].tolist() == src.tolist() and weights.tolist() == np.minimum(nbytes, weight_cap).tolist()
-    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
-    batch = _offline_sketches(cfg, pairs, weights)
-    assert set(streamed) == set(batch) and {level for level, _ in streamed} == set(range(1, cfg.hierarchy.h + 1))
-    assert max(len(mg.counters()) for mg in batch.values()) == cfg.params.counters  # the fine nodes overflow κ
-    for key, mg in batch.items():  # one decode subtask, no cap: the sketches see the records in order
-        assert streamed[key] == mg and streamed[key].total == mg.total
     assert [json.loads(unstamp(d)[1])["reason"] for d in decode.side_outputs[DEAD]] == ["wrong_family"]
     chain.end_of_input()
+    released = _released_sketches(tmp_path, cfg, ORIGIN)
+    # one arrival epoch: the batch command's records in canonical order (docs/ALGORITHMS.md §0)
+    oracle = _oracle(cfg, [(None, pairs, weights)])
+    assert set(released) == set(oracle) and {level for level, _ in released} == set(range(1, cfg.hierarchy.h + 1))
+    assert max(len(mg.counters()) for mg in oracle.values()) == cfg.params.counters  # the fine nodes overflow κ
+    assert released == oracle
     ((_, report),) = _reports(chain.outputs)
     assert report["params"]["h"] == 24 and report["budget"]["weight_cap"] == weight_cap
     assert sketch.state_keys("sketch-windows") == []
@@ -794,21 +865,19 @@ def test_weighted_flow_pairs_at_user_level_cap_each_source_host_with_its_clipped
     _, capper, sketch, _ = chain.stages
     chain.send(pack_batch([ORIGIN + 1] * len(messages), messages))
 
-    keep = UnitCap(cap).keep(src.astype(np.uint64))
-    assert int(keep.sum()) == cap * len(np.unique(src))  # every source sent more than the cap
-    clipped = clip_weights(nbytes[keep], weight_cap)
-    streamed = _streamed_sketches(sketch, cfg, ORIGIN)
-    offline = _offline_sketches(cfg, (src[keep], dst[keep]), clipped)
-    assert set(streamed) == set(offline) and len({p for _, p in streamed}) == 3
-    _assert_same_counts(streamed, offline, cfg)
-    for level in range(1, cfg.hierarchy.h + 1):  # every node sees the kept records' clipped bytes only
-        assert sum(mg.total for (lv, _), mg in streamed.items() if lv == level) == int(clipped.sum())
-    assert int(clipped.sum()) < int(nbytes.sum()) // 10
     chain.end_of_input()
+    clipped = clip_weights(nbytes, weight_cap)
+    oracle = _oracle(cfg, [(src.astype(np.uint64), (src, dst), clipped)], cap)
+    released = _released_sketches(tmp_path, cfg, ORIGIN)
+    assert released == oracle and len({p for _, p in released}) == 3
+    kept_total = sum(mg.total for (lv, _), mg in oracle.items() if lv == 1)
+    for level in range(1, cfg.hierarchy.h + 1):  # every node sees the kept records' clipped bytes only
+        assert sum(mg.total for (lv, _), mg in released.items() if lv == level) == kept_total
+    assert kept_total <= cap * weight_cap * len(np.unique(src)) and kept_total < int(nbytes.sum()) // 10
     ((_, report),) = _reports(chain.outputs)
     assert report["budget"]["unit"] == "user" and report["budget"]["unit_cap"] == cap
     assert "each record weighted by bytes clipped at 1000" in report["budget"]["guarantee"]
-    assert capper.state_keys("cap-units") == [] and capper.pending_timers() == []
+    assert capper.state_keys("cap-entries") == [] and capper.pending_timers() == []
     chain.close()
 
 
@@ -829,7 +898,10 @@ def test_the_cap_operator_forwards_the_weights_of_the_records_it_keeps(tmp_path:
     weights = np.array([10, 20, 30, 40, 50, 5], dtype=np.int64)
     ((shard, payload),) = list(unit_payloads(values, units, 1, weights))
     with _cap(cfg) as capper:
-        out = capper.process((shard, ORIGIN, payload, b""))
+        assert capper.process((shard, ORIGIN, ORIGIN, payload, b"")) == []  # buffered until its epoch ends
+        out = capper.advance_watermark(ORIGIN + 100)
+    # per unit, its first record in canonical order (by value): 7 → 1<<8, 8 → 3<<8, 9 → 6<<8
     keep = np.array([True, False, True, False, False, True])
-    expected = [(p, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, weights[keep])]
-    assert out == expected and out != [(p, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, None)]
+    expected = [(p, ORIGIN, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, weights[keep])]
+    assert out == expected
+    assert out != [(p, ORIGIN, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, None)]

@@ -113,9 +113,13 @@ def test_weighted_flow_records_at_user_level_calibrate_over_m_times_w(spec: str)
     assert cfg.unit == PrivacyUnit("user", "source address", 4, weight_cap=1500, weight="bytes")
     assert cfg.unit.group_size == 4 * 1500
     assert cfg.params.epsilon * 6000 <= 2.0 and math.isclose(cfg.params.epsilon, 2.0 / 6000)
-    assert math.isclose(cfg.params.delta, 1e-7 * math.exp(-2) / 6000)
+    # (less the δ of hashed keys — the pair hierarchy's host-pair node — taken first: docs/calibration.md §8)
+    assert math.isclose(cfg.params.delta, (1e-7 - cfg.key_delta) * math.exp(-2) / 6000)
+    assert cfg.key_delta == (4 * 1024 * 2.0**-63 if cfg.hierarchy.hashed_levels else 0.0)
     assert cfg.unit.user_cost(PrivacyBudget(cfg.params.epsilon, cfg.params.delta)).epsilon <= 2.0
-    entry = budget_statement(cfg.params, h=cfg.hierarchy.h, unit=cfg.unit, budget=cfg.budget)
+    entry = budget_statement(
+        cfg.params, h=cfg.hierarchy.h, unit=cfg.unit, budget=cfg.budget, key_collision_delta=cfg.key_delta
+    )
     assert entry["unit"] == "user" and entry["unit_cap"] == 4 and entry["weight_cap"] == 1500
     assert entry["guarantee"] == (
         "(2, 1e-07)-DP with respect to adding or removing all records of one privacy unit (source address), "
@@ -172,7 +176,9 @@ def test_budget_guard_refuses_windows_past_the_daily_budget(tmp_path: Path) -> N
     cfg = _user("privacy.epsilon=1", "privacy.budget_epsilon=3", "window.size_ms=60000")
     asm = _assembler(tmp_path, cfg)
     day = 20_000 * DAY
-    reports = [json.loads(asm.report(day + i * 60_000, [])[0]) for i in range(5)]
+    reports = []
+    for i in range(5):  # computed and stored, as the publisher stores them
+        reports.append(json.loads(asm.ledger.put(day + i * 60_000, asm.report(day + i * 60_000, [])[0])))
     assert ["refused" in r for r in reports] == [False, False, False, True, True]
     assert [r["budget"]["spending"]["spent"]["epsilon"] for r in reports[:3]] == [1.0, 2.0, 3.0]
     refused = reports[3]

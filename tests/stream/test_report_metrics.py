@@ -59,3 +59,22 @@ def test_share_is_the_noisy_count_over_the_noisy_window_size() -> None:
     assert 'dphhh_report_hhh_count{level="4",prefix="10.9.9.9/32"} 5.0' in text
     assert 'dphhh_report_hhh_share{level="4",prefix="10.9.9.9/32"} 5.0' in text  # 5 / max(-3, 1)
     assert "10.1.2.3/32" not in text  # old shares gone
+
+
+def test_a_report_readable_after_its_publication_time_counts_as_late() -> None:
+    """Live (a publication delay known): a report read more than LATE_AFTER_S after release + delay
+    is counted late, one read before that is not; without a delay (a replay) nothing is late."""
+    from stream.report_metrics import LATE_AFTER_S
+
+    now = {"t": 0.0}
+    metrics = ReportMetrics(clock=lambda: now["t"], publish_delay_ms=3000)
+    report = {"window": {"start_ms": 0, "end_ms": 10_000, "release_ms": 10_000}, "hhh": []}
+    now["t"] = 13.0 + LATE_AFTER_S / 2
+    metrics.observe(report)
+    assert metrics.late._value.get() == 0
+    now["t"] = 13.0 + 2 * LATE_AFTER_S
+    metrics.observe(report)
+    assert metrics.late._value.get() == 1
+    replay = ReportMetrics(clock=lambda: 10**9)
+    replay.observe(report)
+    assert replay.late._value.get() == 0

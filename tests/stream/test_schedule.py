@@ -213,8 +213,8 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
         pack_batch(stamps[:at] + [extra[1]] + stamps[at:], messages[:at] + [e] + messages[at:]), decoder, schedule
     )
     assert [d for d in more.dead if d[1] != e] == base.dead  # the others' dead letters, unchanged
-    base_windows = {start: values.tolist() for start, values, _, _ in base.windows}
-    more_windows = {start: values.tolist() for start, values, _, _ in more.windows}
+    base_windows = {(start, epoch): values.tolist() for start, epoch, values, _, _ in base.windows}
+    more_windows = {(start, epoch): values.tolist() for start, epoch, values, _, _ in more.windows}
     e_value = 0xC0000201
     own = [start for start, values in more_windows.items() if e_value in values]
     assert len(own) + sum(1 for d in more.dead if d[1] == e) == 1  # e counted once or dead-lettered
@@ -222,4 +222,4 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
         more_windows[start].remove(e_value)
         if not more_windows[start]:
             del more_windows[start]
-    assert more_windows == base_windows  # every other element in the same window, in the same order
+    assert more_windows == base_windows  # every other element in the same window and epoch, in the same order

@@ -77,17 +77,21 @@ def test_sketch_ids_round_trip() -> None:
 
 
 def test_assembler_fills_empty_sketches_and_replays_from_the_ledger(tmp_path: Path) -> None:
-    """An empty window still gets a report; a second call returns the ledger's bytes unchanged."""
+    """An empty window still gets a report; the assembler stores nothing itself (the publisher stores
+    at the publication time); once stored, a second call returns the ledger's bytes unchanged."""
     h = IPv4Hierarchy()
     params = HHHParams(epsilon=1, delta=1e-6, tau=100, counters=16, partitions=2)
-    asm = WindowAssembler(h, params, ReleaseSchedule(1000, 0), ReleaseLedger(tmp_path / "l"))
-    first, replayed = asm.report(3000, [])
-    assert not replayed
+    ledger = ReleaseLedger(tmp_path / "l")
+    asm = WindowAssembler(h, params, ReleaseSchedule(1000, 0), ledger)
+    first, stored = asm.report(3000, [])
+    assert not stored and ledger.windows() == []
     report = json.loads(first)
     assert report["window"]["start_ms"] == 3000 and report["schema"] == "dphhh.report/2"
     assert "secure" == report["guarantees"]["randomness"]
-    again, replayed = asm.report(3000, [])
-    assert replayed and again == first
+    assert asm.report(3000, [])[0] != first  # not stored: a second computation draws fresh noise
+    assert ledger.put(3000, first) == first
+    again, stored = asm.report(3000, [])
+    assert stored and again == first
 
 
 def test_assembler_with_seed_is_deterministic(tmp_path: Path) -> None:
@@ -198,20 +202,6 @@ def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monk
     assert "hunter2" not in str(err.value)
 
 
-def test_decoded_state_cache_keeps_the_most_recent_windows_only() -> None:
-    """The operators keep few windows decoded (a replay holds every window of its range open); a
-    lookup makes an entry the most recent, and the oldest goes first."""
-    from stream.operators import _Recent
-
-    cache = _Recent()
-    for i in range(_Recent.LIMIT + 2):
-        cache[(0, i)] = i
-    assert list(cache) == [(0, i) for i in range(2, _Recent.LIMIT + 2)]
-    assert cache.get((0, 2)) == 2 and list(cache)[-1] == (0, 2) and cache.get((0, 0)) is None
-    cache[(1, 0)] = "new"
-    assert (0, 3) not in cache and (0, 2) in cache and len(cache) == _Recent.LIMIT
-
-
 def test_record_timestamps_travel_in_front_of_the_value() -> None:
     """stamp/unstamp: the 8-byte prefix the Java ScheduledTimestamps operator turns into the Kafka
     record timestamp (a report's scheduled release; none for a dead letter without one)."""
@@ -223,8 +213,9 @@ def test_record_timestamps_travel_in_front_of_the_value() -> None:
 
 
 def test_the_metric_catalogue_names_exactly_the_counters_the_operators_create() -> None:
-    """The decode operator counts the dead letters of unparsable records only (COUNTED_REASONS); the
-    catalogue lists those and the release operator's schedule counters, nothing per element."""
+    """The decode operator counts the dead letters of unparsable records only (COUNTED_REASONS; and of
+    those only records holding no element); the catalogue lists those and the release operator's
+    schedule counters (and late reports: incidents), nothing per element."""
     from stream.metrics_catalog import OPERATOR_COUNTERS
     from stream.operators import COUNTED_REASONS
     from stream.schedule import ELEMENT_REASONS

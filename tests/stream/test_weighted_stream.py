@@ -91,8 +91,8 @@ def test_decode_batch_keeps_weights_with_their_records() -> None:
     decoder = MessageDecoder("flow-json", flow_weight="bytes")
     schedule = ReleaseSchedule(size_ms=1000, origin_ms=0, mode="live", max_past_ms=10_000)
     out = decode_batch(pack_batch([900] * len(messages), messages), decoder, schedule)
-    assert [r for r, _, _ in out.dead] == ["bad_json", "wrong_family", "bad_counter"]
-    assert [(s, v.tolist(), w.tolist()) for s, v, _, w in out.windows] == [
+    assert [r for r, _, _, _ in out.dead] == ["bad_json", "wrong_family", "bad_counter"]
+    assert [(s, v.tolist(), w.tolist()) for s, _, v, _, w in out.windows] == [
         (0, [(10 << 24) | (2 << 16) | (2 << 8) | 2], [5000]),
         (1000, [(10 << 24) | (1 << 16) | (1 << 8) | 1], [500]),
     ]

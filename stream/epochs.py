@@ -1,0 +1,194 @@
+"""What the sketch and cap operators hold per window: arrival epochs applied in canonical order (plain logic).
+
+docs/ALGORITHMS.md §0 "Canonical order": the elements of a window reach its sketches grouped by
+**arrival epoch** — the public interval of ``window.epoch_ms`` holding each record's arrival time
+(the broker's log-append time in live mode, the record timestamp in a replay). An epoch is applied
+once it is complete — every element that arrived in it has been read from every input partition,
+which holds once the watermark (the broker's clock, read from the job's clock records) has passed
+its end — and, at the window's release, every epoch still held. Epochs are applied in increasing
+order; within one, a sketch takes its keys sorted, runs as weighted updates
+(:mod:`sketches.canonical`), and the unit cap takes each unit's elements sorted by (unit, value,
+weight). The result is a function of the input log and the public clock only: a slow subtask,
+another parallelism, other batch cuts or partition interleavings change nothing.
+
+A batch for an epoch that was already applied can only come from a broker clock that stepped back
+(a partition's append times going backwards): it is applied at once, on its own (README "Known
+limits").
+
+* :class:`SketchWindow` — one (partition, window) of the sketch operator: h sketches, the epochs
+  not applied yet, the labels of hashed keys (each key's smallest prefix seen in the window).
+* :class:`CapWindow` — one (shard, window) of the cap operator: the unit cap and the epochs not
+  applied yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privacy.unit_cap import UnitCap
+from sketches.canonical import apply_canonical
+from sketches.misra_gries import MisraGries
+
+__all__ = ["SketchWindow", "CapWindow", "Batch", "value_codes", "merge_labels"]
+
+
+@dataclass
+class Batch:
+    """One buffered batch: its state entry id (``seq``) and its content."""
+
+    seq: int
+    keys: list[np.ndarray]
+    weights: list[np.ndarray] | None
+
+
+def merge_labels(table: dict[int, dict[int, Any]], named: dict[int, dict[int, Any]]) -> None:
+    """Fold ``{level: {key: label}}`` into ``table``, keeping each key's smallest label (a key two
+    prefixes share by a chance collision is labelled the same whatever the order: docs/ALGORITHMS.md §1)."""
+    for level, found in named.items():
+        known = table.setdefault(int(level), {})
+        for key, label in found.items():
+            held = known.get(key)
+            if held is None or label < held:
+                known[key] = label
+
+
+@dataclass
+class SketchWindow:
+    """The h sketches of one (partition, window) and the epochs not applied to them yet."""
+
+    h: int
+    counters: int
+    sketches: list[MisraGries] | None = None
+    pending: dict[int, list[Batch]] = field(default_factory=dict)
+    applied_through: int | None = None  # the newest epoch applied
+    labels: dict[int, dict[int, Any]] = field(default_factory=dict)
+    label_seqs: list[int] = field(default_factory=list)
+
+    def _sketches(self) -> list[MisraGries]:
+        if self.sketches is None:
+            self.sketches = [MisraGries(self.counters) for _ in range(self.h)]
+        return self.sketches
+
+    def add(self, epoch: int, batch: Batch) -> bool:
+        """Buffer ``batch`` of ``epoch``; False (nothing buffered) if that epoch was applied already —
+        the caller applies it at once with :meth:`apply_now`."""
+        if self.applied_through is not None and epoch <= self.applied_through:
+            return False
+        self.pending.setdefault(epoch, []).append(batch)
+        return True
+
+    def apply_now(self, batch: Batch) -> None:
+        """Apply one late batch on its own (a broker clock that stepped back; see the module docstring)."""
+        self._apply([batch])
+
+    def _apply(self, batches: list[Batch]) -> None:
+        sketches = self._sketches()
+        for i, sketch in enumerate(sketches):
+            keys = [b.keys[i] for b in batches]
+            weights = (
+                None
+                if all(b.weights is None for b in batches)
+                else [None if b.weights is None else b.weights[i] for b in batches]
+            )
+            apply_canonical(sketch, keys, weights)
+
+    def due(self, watermark: int, epoch_ms: int) -> list[int]:
+        """The buffered epochs that are complete at ``watermark`` (their end at or before it), ascending."""
+        return sorted(e for e in self.pending if e + epoch_ms <= watermark)
+
+    def apply(self, epochs: list[int]) -> list[int]:
+        """Apply ``epochs`` (ascending, buffered) in order; returns the state entry ids they held."""
+        done: list[int] = []
+        for epoch in sorted(epochs):
+            batches = self.pending.pop(epoch)
+            self._apply(batches)
+            done += [b.seq for b in batches]
+            self.applied_through = epoch if self.applied_through is None else max(self.applied_through, epoch)
+        return done
+
+    def apply_all(self) -> list[int]:
+        """Apply every buffered epoch (the window's release); returns their state entry ids."""
+        return self.apply(sorted(self.pending))
+
+    def final(self) -> list[MisraGries]:
+        """The window's sketches after every epoch (empty sketches for a window that saw nothing)."""
+        self.apply_all()
+        return self._sketches()
+
+    def seqs(self) -> Iterator[int]:
+        """Every state entry id this window holds (buffered batches and labels)."""
+        for batches in self.pending.values():
+            yield from (b.seq for b in batches)
+        yield from self.label_seqs
+
+
+def value_codes(values: Any) -> np.ndarray:
+    """A uint64 code per value that orders values canonically: the address (IPv4), or
+    ``first << 32 | second`` for a (first, second) pair of IPv4 addresses."""
+    if isinstance(values, tuple):
+        first, second = (np.asarray(v, dtype=np.uint64) for v in values)
+        return (first << np.uint64(32)) | second
+    return np.asarray(values, dtype=np.uint64)
+
+
+@dataclass
+class CapWindow:
+    """The unit cap of one (shard, window) and the epochs not applied to it yet.
+
+    Each buffered entry is (seq, units, values, weights); :meth:`apply` returns, per applied epoch,
+    the kept values (and weights) in canonical order, and the unit counts that changed."""
+
+    cap: UnitCap
+    pending: dict[int, list[tuple[int, np.ndarray, Any, np.ndarray | None]]] = field(default_factory=dict)
+    applied_through: int | None = None
+
+    def add(self, epoch: int, seq: int, units: np.ndarray, values: Any, weights: np.ndarray | None) -> bool:
+        """Buffer one batch of ``epoch``; False if that epoch was applied already (apply at once)."""
+        if self.applied_through is not None and epoch <= self.applied_through:
+            return False
+        self.pending.setdefault(epoch, []).append((seq, units, values, weights))
+        return True
+
+    def due(self, watermark: int, epoch_ms: int) -> list[int]:
+        return sorted(e for e in self.pending if e + epoch_ms <= watermark)
+
+    def apply_group(
+        self, entries: list[tuple[int, np.ndarray, Any, np.ndarray | None]]
+    ) -> tuple[Any, np.ndarray | None, np.ndarray, np.ndarray]:
+        """Cap one group in canonical order: (kept values, their weights or None, touched units,
+        their kept counts after the group)."""
+        units = np.concatenate([np.asarray(e[1], dtype=np.uint64) for e in entries])
+        pairs = isinstance(entries[0][2], tuple)
+        if pairs:
+            values: Any = tuple(np.concatenate([np.asarray(e[2][i]) for e in entries]) for i in range(2))
+        else:
+            values = np.concatenate([np.asarray(e[2]) for e in entries])
+        weighted = entries[0][3] is not None
+        weights = np.concatenate([np.asarray(e[3], dtype=np.int64) for e in entries]) if weighted else None
+        codes = value_codes(values)
+        order = np.lexsort((weights, codes, units) if weights is not None else (codes, units))
+        units = units[order]
+        values = tuple(v[order] for v in values) if pairs else values[order]
+        weights = None if weights is None else weights[order]
+        keep = self.cap.keep(units)
+        touched = np.unique(units)
+        kept_values = tuple(v[keep] for v in values) if pairs else values[keep]
+        return kept_values, None if weights is None else weights[keep], touched, self.cap.counts_of(touched)
+
+    def apply(
+        self, epochs: list[int]
+    ) -> Iterator[tuple[int, list[int], Any, np.ndarray | None, np.ndarray, np.ndarray]]:
+        """Per epoch (ascending): (epoch, its state entry ids, kept values, weights, touched units, counts)."""
+        for epoch in sorted(epochs):
+            entries = self.pending.pop(epoch)
+            kept, weights, touched, counts = self.apply_group(entries)
+            self.applied_through = epoch if self.applied_through is None else max(self.applied_through, epoch)
+            yield epoch, [e[0] for e in entries], kept, weights, touched, counts
+
+    def seqs(self) -> Iterator[int]:
+        for entries in self.pending.values():
+            yield from (e[0] for e in entries)
