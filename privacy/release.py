@@ -16,8 +16,9 @@ These are the ``paper`` calibration's scales. The ``tight`` calibration (the def
 docs/calibration.md §3) uses one scale for every noise term — ``b = 2h/ε`` (fresh) or ``h/ε``
 (reuse) — because Lemma 4.1.1's two cases are exclusive: one moves only the per-key terms, the
 other only the shared terms. Its threshold is the smallest integer ``T`` with
-``2·e^(ε/h)·P(γ + w >= T) <= δ/h`` (the probability that one of the at most two keys present in
-one sketch only, each of count <= 1, passes), from the exact tail (:mod:`privacy.tails`).
+``2·e^(ε/h)·P(γ + w >= T) <= δ/h``, from the exact tail (:mod:`privacy.tails`): keys present in
+one neighbour's sketch only (at most two per side, each of count <= 1) pass with at most that
+charge in every configuration Lemma 4.1.1 allows (docs/calibration.md §3.3, §3.3a).
 
 Guarantee: for a neighbouring input sequence (one element added or removed) the two sketches
 differ as Lemma 4.1.1 allows, and the release of one sketch is (ε/h, δ/h)-DP; the h levels
@@ -51,9 +52,9 @@ def tight_threshold(*, epsilon_level: float, delta_level: float, b_gamma: float,
     """The ``tight`` calibration's threshold for one sketch charged ``(ε_ℓ, δ_ℓ)`` (docs/calibration.md §3.3).
 
     The smallest integer ``T >= 0`` with ``2·e^(ε_ℓ)·P(γ + w >= T) <= δ_ℓ``: a key of count
-    <= 1 passes (``1 + γ + w > T``) with probability ``q <= P(γ + w >= T)``, at most two keys are
-    in one neighbour's sketch only, and the proof charges ``max(e^ε_ℓ·2q, (1 + e^ε_ℓ)·q) <= 2·e^ε_ℓ·q``
-    to δ."""
+    <= 1 passes (``1 + γ + w > T``) with probability ``q <= P(γ + w >= T)``; at most two keys per
+    side are in one neighbour's sketch only, and conditioning on the shared terms the proof charges
+    every configuration at most ``e^(−ε_ℓ)·δ_ℓ`` at this T (docs/calibration.md §3.3a)."""
     limit = delta_level / (2 * math.exp(epsilon_level))
     return smallest_threshold(float(b_gamma), float(b_w), limit)
 

@@ -22,10 +22,10 @@ State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
 Why the smallest key and not the lowest slot: the choice must depend only on the sketch's
 ``{key: counter}`` content, not on where keys happen to sit. Slot order lets one extra element
 shift later replacements into different slots, and a property test found neighbouring streams
-(κ = 4) whose sketches then differ in three keys per side, breaking the "at most 2 keys in one
-sketch and not the other" part of Lemma 4.1.1 that the δ accounting of §3 relies on. With the
-smallest-key rule the sketch is a function of its key→counter map and the bound held in an
-exhaustive search at κ = 4 and in the random property tests.
+(κ = 4) whose sketches then differ in three keys per side, breaking the "at most 2 keys per side in
+one sketch only" part of Lemma 4.1.1 that the δ accounting of §3 relies on. With the smallest-key
+rule the sketch is a function of its key→counter map, and the lemma has a written proof
+(docs/calibration.md §1.1) checked exhaustively on small streams and by random property tests.
 
 Amortised cost: a hit is O(1); a replacement is O(1) plus lazily skipped entries (each skipped at
 most once per rebuild); a decrement-all costs O(κ) for the scan plus an in-place sort of the z

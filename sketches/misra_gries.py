@@ -7,7 +7,7 @@ The state after :meth:`MisraGries.update` on an array equals the state after ins
 elements one by one in array order, and depends only on the input sequence. When an element
 replaces a key (Algorithm 2 step 3) it takes the zero-counter slot holding the **smallest key**
 (dummies, negative, first): a fixed rule on the sketch's content that keeps Lemma 4.1.1's
-"at most 2 keys in one sketch and not the other" true (see :mod:`sketches._mg_kernel`). Dummy keys
+"at most 2 keys per side in one sketch only" true (see :mod:`sketches._mg_kernel`). Dummy keys
 (negative) fill unused slots and are never output.
 
 Weighted records (docs/ALGORITHMS.md §2 "Weighted elements"): ``update(keys, weights)`` inserts a record with
