@@ -25,6 +25,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 log_dir="$(dirname "$here")/var/log"
 mkdir -p "$log_dir"
 log="$log_dir/install-$package.log"
+# one apt-get at a time (parallel test workers may ask together): wait for the other, then look again
+exec 9>"$log_dir/install-debian.lock"
+flock 9
+if command -v "$package" >/dev/null 2>&1; then
+  echo "install-debian: $("$package" --version 2>/dev/null | head -n 1)"
+  exit 0
+fi
 printf 'install-debian: apt-get install %s ... ' "$package"
 export DEBIAN_FRONTEND=noninteractive
 if ! { $sudo apt-get install -y --no-install-recommends "$package" >"$log" 2>&1 ||

@@ -28,8 +28,8 @@ __all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS"
 #: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
     "decode": tuple(f"dead_letters_{r}" for r in REASONS if is_unparsable(r)),
-    # reports_late: incidents — a report not ready at its publication time (under-provisioning)
-    "release": ("windows_released", "windows_republished", "windows_refused", "reports_late"),
+    # reports_overdue: incidents — a report not ready at its publication time (under-provisioning)
+    "release": ("windows_released", "windows_republished", "windows_refused", "reports_overdue"),
 }
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
 FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)

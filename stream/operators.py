@@ -589,7 +589,7 @@ class ReleaseOperator(KeyedProcessFunction):
     :class:`stream.publisher.ReportPublisher` at the window's **publication time** (release time +
     ``window.publish_delay_ms``) on every surface — ledger, reports file, reports topic — so when a
     report appears says nothing about what its window held (docs/ALGORITHMS.md §0.1 g). A report
-    not ready in time is published at once and counted (``reports_late``). In live mode this
+    not ready in time is published at once and counted (``reports_overdue``). In live mode this
     operator also runs the job's clock (:class:`stream.clock.ClockTicker`)."""
 
     def __init__(self, cfg_values: dict, origin_ms: int, run_dir: str, kafka_options: dict | None = None) -> None:
@@ -700,7 +700,7 @@ class ReleaseOperator(KeyedProcessFunction):
             self.pending.remove(window)
             self.metrics.inc("windows_republished" if stored else "windows_released")
             if published.late:  # an incident: the deployment's publication delay is too short
-                self.metrics.inc("reports_late")
+                self.metrics.inc("reports_overdue")
             if not stored and b'"refused":' in published.report:
                 self.metrics.inc("windows_refused")
             yield stamp(published.report, self.schedule.release_time(window))

@@ -13,8 +13,11 @@ publication time and only then touches anything a reader can see, in this order:
 
 A report that is not ready by its publication time is an **incident** (the deployment is
 under-provisioned for its publication delay): it is published at once and counted
-(``reports_late``, a public metric with an alert rule); what it reveals is that the job was slow,
-which a large enough ``window.publish_delay_ms`` prevents (``dphhh plan`` suggests one). A replay
+(``reports_overdue``, a public metric with an alert rule); what it reveals is that the job was slow,
+which a large enough ``window.publish_delay_ms`` prevents (``dphhh plan`` suggests one). Windows
+whose publication time passed before this worker published anything — the backlog of a start-up
+or a restart, both public events — are published at once too and are not counted: their timing
+follows the start, not their data. A replay
 publishes every report at the end of its input (no publication time: its reports are all
 published together).
 
@@ -68,15 +71,19 @@ class ReportPublisher:
         self.clock = clock
         self.sleep = sleep
         self.published_through = ledger.published_through()
+        self.running_since: float | None = None  # when this worker first had a report to publish
 
     def publish(self, window: int, report: bytes, stored: bool) -> Published:
         """Publish ``window``'s ``report`` (``stored``: read from the ledger, a republication)."""
         at = self.schedule.publish_time(window) / 1000.0
         late = False
         if self.schedule.mode == LIVE:
+            if self.running_since is None:
+                self.running_since = self.clock()
             while (wait := at - self.clock()) > 0:  # the wall clock, not the work, says when
                 self.sleep(wait)
-            late = not stored and self.clock() > at + LATE_TOLERANCE_S
+            backlog = at <= self.running_since  # due before this worker was up (see the module docstring)
+            late = not stored and not backlog and self.clock() > at + LATE_TOLERANCE_S
         report = self.ledger.put(window, report)  # another attempt's bytes if it stored first
         if self.report_file is not None:
             self.report_file.write(report)

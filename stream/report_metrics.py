@@ -22,9 +22,10 @@ Metric names (all prefixed ``dphhh_``):
   below 1 counts as 1, so that it exists exactly when the count does): post-processing of the report,
   for alerts on a fraction of the traffic (deploy/prometheus/alerts.yml);
 * ``reports_refused_total``: reports whose release the budget guard refused;
-* ``reports_late_total``: reports readable more than ``LATE_AFTER_S`` after their window's public
+* ``reports_overdue_total``: reports readable more than ``LATE_AFTER_S`` after their window's public
   publication time (release time + ``window.publish_delay_ms``): an incident — the job could not
-  compute them in time (docs/ALGORITHMS.md §0.1 g); alerted by ``DphhhReportLate``;
+  compute them in time (docs/ALGORITHMS.md §0.1 g); alerted by ``DphhhReportOverdue``. Reports due
+  before the first one this process observed (a start's backlog) are not counted;
 * ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
   ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff);
 * ``reports_topic_stalled``: 1 while readers of the reports topic have been held back by one open
@@ -59,7 +60,7 @@ METRIC_NAMES = (
     "dphhh_report_hhh_count",
     "dphhh_report_hhh_share",
     "dphhh_reports_refused_total",
-    "dphhh_reports_late_total",
+    "dphhh_reports_overdue_total",
     "dphhh_kafka_broker_up",
     "dphhh_kafka_connect_retries_total",
     "dphhh_reports_topic_stalled",
@@ -80,6 +81,7 @@ class ReportMetrics:
         self.registry = registry or CollectorRegistry()
         self.clock = clock
         self.publish_delay_ms = publish_delay_ms
+        self.running_since: float | None = None  # when the first report was observed
         r = self.registry
         self.reports = Counter("dphhh_reports", "Reports published (read-committed)", registry=r)
         self.empty = Counter("dphhh_windows_empty", "Reports with no prefix reported", registry=r)
@@ -108,7 +110,7 @@ class ReportMetrics:
         )
         self.refused = Counter("dphhh_reports_refused", "Reports refused by the budget guard", registry=r)
         self.late = Counter(
-            "dphhh_reports_late", "Reports readable later than their public publication time", registry=r
+            "dphhh_reports_overdue", "Reports readable later than their public publication time", registry=r
         )
         self.broker_up = Gauge(
             "dphhh_kafka_broker_up", "1 when the Kafka broker answered, 0 while waiting for it", registry=r
@@ -134,8 +136,12 @@ class ReportMetrics:
             self.empty.inc()
         end_ms = window.get("end_ms")
         release_ms = window.get("release_ms")
+        if self.running_since is None:
+            self.running_since = self.clock()
         if self.publish_delay_ms is not None and isinstance(release_ms, (int, float)):
-            if self.clock() > (release_ms + self.publish_delay_ms) / 1000.0 + LATE_AFTER_S:
+            at = (release_ms + self.publish_delay_ms) / 1000.0
+            # a report due before the first one this reader saw is the backlog of a start (not counted)
+            if at > self.running_since and self.clock() > at + LATE_AFTER_S:
                 self.late.inc()
         if isinstance(end_ms, (int, float)):
             self.window_end.set(end_ms / 1000.0)

@@ -67,7 +67,7 @@ def suggested_publish_delay_ms(
 ) -> int:
     """A ``window.publish_delay_ms`` a live deployment at ``rate_per_s`` elements/s (a public rate)
     can keep (docs/ALGORITHMS.md §0.1 g), from public settings only — an estimate for provisioning,
-    not a guarantee (``reports_late`` counts the windows it missed):
+    not a guarantee (``reports_overdue`` counts the windows it missed):
 
     * the watermark's way to the release: one clock tick and the last epoch, and up to one Python
       bundle (``python.fn-execution.bundle.time``, 1 s) through each of the two keyed Python

@@ -162,7 +162,7 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
     if "publish_delay_ms" in plan:
         lines.append(
             f"  publication delay           {plan['publish_delay_ms']:>7,} ms   suggested window.publish_delay_ms at "
-            f"~{n / 1:,.0f} elements per window (an estimate: reports_late counts misses)"
+            f"~{n / 1:,.0f} elements per window (an estimate: reports_overdue counts misses)"
         )
     rec = plan["recommended"]
     if rec:

@@ -96,12 +96,28 @@ def test_the_same_time_whatever_the_work(tmp_path: Path) -> None:
 
 
 def test_a_report_ready_late_is_published_at_once_and_counted(tmp_path: Path) -> None:
+    """Once the worker is up (its first report published), a report ready after its publication time
+    + LATE_TOLERANCE_S is published at once and counted; one ready within the tolerance is on time."""
     release = SIZE + 500
-    pub, clock, topic, _ = _publisher(tmp_path, (release + DELAY) / 1000 + LATE_TOLERANCE_S + 0.5)
-    out = pub.publish(0, _report(0), stored=False)
-    assert out.late and clock.sleeps == [] and len(topic.sent) == 1
-    pub2, clock2, _, _ = _publisher(tmp_path / "b", (release + DELAY) / 1000 + LATE_TOLERANCE_S / 2)
-    assert not pub2.publish(0, _report(0), stored=False).late  # within the tolerance: on time
+    pub, clock, topic, _ = _publisher(tmp_path, (release + 100) / 1000)
+    assert not pub.publish(0, _report(0), stored=False).late  # on time: the worker is up
+    clock.now = (SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S + 0.5
+    out = pub.publish(SIZE, _report(SIZE), stored=False)
+    assert out.late and len(topic.sent) == 2 and clock.now == (SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S + 0.5
+    clock.now = (2 * SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S / 2
+    assert not pub.publish(2 * SIZE, _report(2 * SIZE), stored=False).late  # within the tolerance: on time
+
+
+def test_a_start_ups_backlog_is_published_at_once_and_not_counted(tmp_path: Path) -> None:
+    """Windows due before the worker's first publication (a start or a restart, public events) are
+    published at once and not counted late; the first window due after that is (if it is late)."""
+    release = SIZE + 500
+    first_ready = (2 * SIZE + release + DELAY) / 1000 + 0.7  # the job came up after three windows were due
+    pub, clock, topic, _ = _publisher(tmp_path, first_ready)
+    assert [pub.publish(w * SIZE, _report(w * SIZE), stored=False).late for w in range(3)] == [False] * 3
+    assert clock.sleeps == [] and len(topic.sent) == 3
+    clock.now = (3 * SIZE + release + DELAY) / 1000 + 2 * LATE_TOLERANCE_S  # due after the start: counted
+    assert pub.publish(3 * SIZE, _report(3 * SIZE), stored=False).late
 
 
 def test_a_stored_report_is_republished_once_on_every_surface(tmp_path: Path) -> None:

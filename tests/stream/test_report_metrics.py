@@ -63,18 +63,33 @@ def test_share_is_the_noisy_count_over_the_noisy_window_size() -> None:
 
 def test_a_report_readable_after_its_publication_time_counts_as_late() -> None:
     """Live (a publication delay known): a report read more than LATE_AFTER_S after release + delay
-    is counted late, one read before that is not; without a delay (a replay) nothing is late."""
+    is counted late, one read before that is not; reports due before the first one this reader saw
+    (a start's backlog) are not; without a delay (a replay) nothing is late."""
     from stream.report_metrics import LATE_AFTER_S
+
+    def report(w: int) -> dict:
+        return {
+            "window": {"start_ms": w * 10_000, "end_ms": (w + 1) * 10_000, "release_ms": (w + 1) * 10_000},
+            "hhh": [],
+        }
 
     now = {"t": 0.0}
     metrics = ReportMetrics(clock=lambda: now["t"], publish_delay_ms=3000)
-    report = {"window": {"start_ms": 0, "end_ms": 10_000, "release_ms": 10_000}, "hhh": []}
     now["t"] = 13.0 + LATE_AFTER_S / 2
-    metrics.observe(report)
+    metrics.observe(report(0))
     assert metrics.late._value.get() == 0
-    now["t"] = 13.0 + 2 * LATE_AFTER_S
-    metrics.observe(report)
+    now["t"] = 23.0 + 2 * LATE_AFTER_S
+    metrics.observe(report(1))
     assert metrics.late._value.get() == 1
     replay = ReportMetrics(clock=lambda: 10**9)
-    replay.observe(report)
+    replay.observe(report(0))
     assert replay.late._value.get() == 0
+    started = ReportMetrics(clock=lambda: now["t"], publish_delay_ms=3000)  # reads from t = 43 s on
+    now["t"] = 43.0 + 5 * LATE_AFTER_S
+    for w in range(4):  # windows 0-3, due at 13, 23, 33, 43 s: the backlog (the last one due too)
+        started.observe(report(w))
+    assert started.late._value.get() == 0
+    now["t"] = 53.0 + 2 * LATE_AFTER_S  # window 4, due at 53 s after this reader started, read late
+
+    started.observe(report(4))
+    assert started.late._value.get() == 1
