@@ -13,8 +13,8 @@ byte-identical (the ledger's), and the ledger's budget total unchanged (one entr
 A killed job is restarted with the same ``dphhh run`` command, which resumes from the deployment's
 newest retained checkpoint; the windows that passed while it was down are released when it catches up.
 
-The broker is killed away from the sinks' transaction commits (a few milliseconds after each
-checkpoint completes): a broker killed inside one and restarted before its old registration expires
+The broker is killed away from the transaction commits (the dead-letter sink's, a few milliseconds
+after each checkpoint completes; each report's, at its publication time): a broker killed inside one and restarted before its old registration expires
 can skip that transaction's commit marker, a Kafka behaviour no client can repair (README, "Known
 limits"). The broker scenarios also check that no transaction is left open on the job's topics.
 
@@ -168,18 +168,26 @@ def _newest_completion_age_s(tmp_path: Path) -> float:
 
 
 COMMIT_MARGIN_S = 0.25  # a commit takes milliseconds once _metadata exists; 0.25 s is far above that
+PUBLISH_MARGIN_S = 0.6  # a report's own transaction: begun at its publication time, committed within this
 
 
-def _away_from_commits(tmp_path: Path, gap_s: float) -> None:
-    """Wait until a kill cannot land in a transaction commit: at least COMMIT_MARGIN_S after the newest
-    checkpoint completed and as long before the next one (``gap_s`` = expected time between completions).
-    If the next completion is too close, this waits for it (the kill then follows one more checkpoint)."""
+def _away_from_commits(tmp_path: Path, gap_s: float, schedule) -> None:
+    """Wait until a kill cannot land in a transaction commit: the dead-letter sink's, at checkpoints (at
+    least COMMIT_MARGIN_S after the newest checkpoint completed and as long before the next one, ``gap_s``
+    = expected time between completions), nor a report's, at its publication time (at least
+    PUBLISH_MARGIN_S after the newest publication time and COMMIT_MARGIN_S before the next).
+    If that is too close, this waits (the kill then follows one more checkpoint or report)."""
+    first = schedule.publish_time(schedule.origin_ms)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if COMMIT_MARGIN_S <= _newest_completion_age_s(tmp_path) <= gap_s - COMMIT_MARGIN_S:
+        since_publication = ((time.time() * 1000 - first) % SIZE) / 1000
+        if (
+            COMMIT_MARGIN_S <= _newest_completion_age_s(tmp_path) <= gap_s - COMMIT_MARGIN_S
+            and PUBLISH_MARGIN_S <= since_publication <= SIZE / 1000 - COMMIT_MARGIN_S
+        ):
             return
         time.sleep(0.02)
-    raise AssertionError("no checkpoint completed in 60 s")
+    raise AssertionError("no moment away from every commit in 60 s")
 
 
 def _hanging_transactions(topics: list[str]) -> list[str]:
@@ -295,7 +303,7 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
             assert not (tmp_path / "run" / "fatal.txt").exists()
             job = _start(config, tmp_path, "2")
         else:  # between completions: 1.5 s / 3 s apart, or 4 s during the slow checkpoint (in progress now)
-            _away_from_commits(tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000)
+            _away_from_commits(tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000, cfg.schedule(origin))
             _kill_broker()
             time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
             LocalBroker(9092).start()
