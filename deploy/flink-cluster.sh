@@ -26,7 +26,9 @@ case "${1:-}" in
     n="${2:-2}"
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "flink-cluster: N must be a positive integer, got '$n'" >&2; exit 2; }
     if up; then echo "flink-cluster: already running ($rest, $(taskmanagers) TaskManager(s))"; exit 0; fi
+    umask 077  # checkpoints (exact sketches, buffered elements) and logs are as private as raw input
     rm -rf "$state/conf" && mkdir -p "$state/conf" "$state/log" "$state/pid" "$state/checkpoints"
+    chmod 700 "$state/checkpoints" "$state/log"
     cp "$flink_home"/conf/log4j*.properties "$flink_home"/conf/logback*.xml "$state/conf/"
     # no Kafka offsets (message counts) in the JobManager's and TaskManagers' logs
     for f in "$state"/conf/log4j.properties "$state"/conf/log4j-console.properties; do

@@ -47,11 +47,12 @@ for port in "$kafka_port" "$kafka_controller_port"; do
   fi
 done
 
+umask 077  # the log segments hold raw input and dead letters; server.properties may hold passwords
 mkdir -p "$kafka_data" "$kafka_logs"
+chmod 700 "$kafka_data" "$kafka_logs"
 if [[ "$kafka_security" == sasl_ssl ]]; then
   source "$kafka_conf_dir/security.sh"
   kafka_security_material
-  umask 077  # the generated server.properties holds the passwords
 fi
 sed -e "s#@KAFKA_PORT@#$kafka_port#g" \
     -e "s#@CONTROLLER_PORT@#$kafka_controller_port#g" \

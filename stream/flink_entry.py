@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ensure_job_topics(cfg)  # the job's sinks need their topics to exist; a live input records arrival times
     resolve_origin(cfg, int(time.time() * 1000))  # the public schedule's origin, stored in the ledger
     run_dir = private_dir(Path(args.run_dir).resolve())
+    private_dir(cfg.checkpoint_path())  # exact sketches, buffered elements and unit counts
     env = StreamExecutionEnvironment.get_execution_environment()
     conf = flink_configuration(cfg, run_dir)
     conf.set_string("python.executable", sys.executable)

@@ -14,10 +14,11 @@ publication time and only then touches anything a reader can see, in this order:
 A report that is not ready by its publication time is an **incident** (the deployment is
 under-provisioned for its publication delay): it is published at once and counted
 (``reports_overdue``, a public metric with an alert rule); what it reveals is that the job was slow,
-which a large enough ``window.publish_delay_ms`` prevents (``dphhh plan`` suggests one). Windows
-whose publication time passed before this worker published anything — the backlog of a start-up
-or a restart, both public events — are published at once too and are not counted: their timing
-follows the start, not their data. A replay
+which a large enough ``window.publish_delay_ms`` prevents (``dphhh plan`` suggests one). A report
+is overdue when it is *ready* after its publication time (no tolerance). Windows whose publication
+time passed before this worker was opened — the backlog of a start or a restart, both public
+events — are published at once too and are not counted; their timing follows the start and the
+volume read since the checkpoint restored (README "Known limits"). A replay
 publishes every report at the end of its input (no publication time: its reports are all
 published together).
 
@@ -37,10 +38,7 @@ from connectors.report_sink import JsonLinesReportFile, ReportsTopic
 from .ledger import ReleaseLedger
 from .schedule import LIVE, ReleaseSchedule
 
-__all__ = ["ReportPublisher", "Published", "LATE_TOLERANCE_S"]
-
-#: A report is late when its publication starts more than this after its publication time.
-LATE_TOLERANCE_S = 0.05
+__all__ = ["ReportPublisher", "Published"]
 
 
 @dataclass(frozen=True)
@@ -71,19 +69,18 @@ class ReportPublisher:
         self.clock = clock
         self.sleep = sleep
         self.published_through = ledger.published_through()
-        self.running_since: float | None = None  # when this worker first had a report to publish
+        self.running_since = clock()  # when this worker was opened: earlier publication times are a backlog
 
     def publish(self, window: int, report: bytes, stored: bool) -> Published:
         """Publish ``window``'s ``report`` (``stored``: read from the ledger, a republication)."""
         at = self.schedule.publish_time(window) / 1000.0
         late = False
         if self.schedule.mode == LIVE:
-            if self.running_since is None:
-                self.running_since = self.clock()
+            ready = self.clock()
             while (wait := at - self.clock()) > 0:  # the wall clock, not the work, says when
                 self.sleep(wait)
-            backlog = at <= self.running_since  # due before this worker was up (see the module docstring)
-            late = not stored and not backlog and self.clock() > at + LATE_TOLERANCE_S
+            backlog = at <= self.running_since  # due before this worker was opened (see the module docstring)
+            late = not stored and not backlog and ready > at
         report = self.ledger.put(window, report)  # another attempt's bytes if it stored first
         if self.report_file is not None:
             self.report_file.write(report)

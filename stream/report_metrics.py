@@ -3,8 +3,9 @@
 Everything here is computed from reports as they are published (read-committed from the reports
 topic), so no metric carries anything beyond what the reports themselves publish: noisy window
 sizes, the budget spent, the latest private HHH with their noisy counts, and timing. The job's
-operational metrics (bad records by reason, late records, windows released, checkpoints, watermark
-lag) come from Flink's own Prometheus reporter (``flink.prometheus_port``).
+operational metrics (an allow-list: unparsable records by reason, windows released, republished
+and refused, overdue reports, restarts; stream.metrics_catalog) come from Flink's own Prometheus
+reporter (``flink.prometheus_port``).
 
 Metric names (all prefixed ``dphhh_``):
 

@@ -1,8 +1,9 @@
 """Notice when readers of the reports topic are held back by an open Kafka transaction.
 
-The job publishes each checkpoint's reports in one Kafka transaction; readers that see committed
-records only (``dphhh reports``, the dashboard, ``dphhh run``'s own printer) cannot pass a
-transaction that is still open. A transaction normally ends at the next checkpoint. One that stays
+The job publishes each report in a Kafka transaction of its own, at the report's publication time
+(:mod:`stream.publisher`); readers that see committed records only (``dphhh reports``, the
+dashboard, ``dphhh run``'s own printer) cannot pass a transaction that is still open. A transaction
+normally ends within milliseconds (the dead-letter sink's at the next checkpoint). One that stays
 open — most likely a commit cut off by a broker crash, whose commit marker Kafka then skipped
 (README, "Known limits") — silently stops every reader. ``dphhh run`` watches the reports topic's
 last stable offset: when it stays at the same offset below the end for :func:`stall_limit_s`, it

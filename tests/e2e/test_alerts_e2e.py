@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from connectors.kafka_io import pack_ipv4
@@ -31,6 +32,8 @@ from tests.e2e.prom import (
     prometheus_rules,
     start_prometheus,
 )
+
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

@@ -1,5 +1,5 @@
-"""Fault injection on the real broker and job: a Python worker, the whole job or the broker is killed
-(SIGKILL) at a chosen moment and the job recovers.
+"""Fault injection on the real broker and job: a Python worker, the whole job and the broker are killed
+(SIGKILL) at a chosen moment, one after the other in one job's life, and the job recovers each time.
 
 The jobs are live: a sender appends a message to the input every 250 ms (the broker stamps its
 arrival time), windows are 2 s, and reports follow the public schedule from a configured origin.
@@ -54,6 +54,8 @@ from tests.e2e.jobs import (
     wait_for,
     write_config,
 )
+
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): it kills the shared broker
 
 SIZE = 2000  # live windows of 2 s
 
@@ -251,23 +253,51 @@ def _kill_broker() -> None:
     )
 
 
-SCENARIOS = [
-    (victim, moment)
-    for victim in ("worker", "job", "broker")
-    for moment in ("mid_window", "after_release", "in_checkpoint")
-]
+MOMENTS = ("mid_window", "after_release", "in_checkpoint")
+VICTIMS = ("worker", "job", "broker")  # killed one after the other, each once the job has recovered
 
 
-@pytest.mark.parametrize("victim, moment", SCENARIOS, ids=[f"{v}-{m}" for v, m in SCENARIOS])
-def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, moment: str) -> None:
-    """After SIGKILL of the victim at the moment and recovery, every element is counted once, every window
-    has one committed report equal to the ledger's, and the ledger's budget total is unchanged."""
+def _job_logs(tmp_path: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
+
+
+def _in_progress(tmp_path: Path) -> set[Path]:
+    """Checkpoint folders without ``_metadata`` (in progress, or left by a killed attempt)."""
+    return {d for d in (tmp_path / "checkpoints").glob("*/*/chk-*") if not (d / "_metadata").exists()}
+
+
+def _reach(moment: str, tmp_path: Path) -> None:
+    """Wait for ``moment`` on the running job (after any number of earlier reports and checkpoints)."""
+    lines = _report_lines(tmp_path)
+    if moment == "mid_window":  # a checkpoint taken after a release holds a half-filled window
+        wait_for(lambda: _report_lines(tmp_path) > lines, 120, "a window's report")
+        seen = _latest_checkpoint_id(tmp_path)
+        wait_for(lambda: _latest_checkpoint_id(tmp_path) > seen, 60, "a checkpoint after the release")
+    elif moment == "after_release":  # a report just written, before the next checkpoint
+        wait_for(lambda: _latest_checkpoint_id(tmp_path) >= 1, 120, "a first checkpoint")
+        lines = _report_lines(tmp_path)
+        wait_for(lambda: _report_lines(tmp_path) > lines, 120, "a window's report", every_s=0.01)
+    else:  # a later checkpoint in progress, an earlier one complete
+        wait_for(lambda: _report_lines(tmp_path) > lines, 120, "a window's report")
+        seen = _latest_checkpoint_id(tmp_path)
+        wait_for(lambda: _latest_checkpoint_id(tmp_path) > seen, 60, "a completed checkpoint")
+        stale = _in_progress(tmp_path)  # a killed attempt's unfinished checkpoint is not this one
+        wait_for(lambda: bool(_in_progress(tmp_path) - stale), 60, "a checkpoint in progress", every_s=0.02)
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_kill_and_recover_exactly_once(broker, tmp_path: Path, moment: str) -> None:
+    """At the moment, SIGKILL a Python worker; once the job has recovered (a new report), at the same
+    moment SIGKILL the whole job and start it again; once it has recovered, kill the broker (3 s away).
+    After the last recovery every element is counted once, every window has one committed report
+    equal to the ledger's, and the ledger's budget total is unchanged; the worker's kill was a restore
+    in place, the job's a resume from its newest checkpoint, the broker's left no open transaction."""
     delay = 4000 if moment == "in_checkpoint" else 0
-    interval = 1000 if moment == "in_checkpoint" else 3000 if (victim, moment) == ("broker", "after_release") else 1500
+    interval = {"mid_window": 1500, "after_release": 3000, "in_checkpoint": 1000}[moment]
     origin = live_origin(SIZE, 3)
     config = _live_config(
         tmp_path,
-        f"{victim}-{moment}".replace("_", "-"),
+        f"kill-{moment}".replace("_", "-"),
         origin,
         checkpoint_interval_ms=interval,
         test_checkpoint_delay_ms=delay,
@@ -275,43 +305,39 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
     cfg, producer = publish(config, [])
     producer.close()
     sender = Sender(cfg)
-    job = _start(config, tmp_path, "1")
+    job, tag = _start(config, tmp_path, "1"), "1"
     sender.start()
+    resumable = 0
     try:
         wait_for(lambda: time.time() * 1000 > origin + SIZE, 60, "the first window's end")
-        if moment == "mid_window":  # a checkpoint taken after window 0's release holds a half-filled window
-            wait_for(lambda: _report_lines(tmp_path) >= 1, 120, "window 0's report")
-            seen = _latest_checkpoint_id(tmp_path)
-            wait_for(lambda: _latest_checkpoint_id(tmp_path) > seen, 60, "a checkpoint after the release")
-        elif moment == "after_release":
-            wait_for(lambda: _latest_checkpoint_id(tmp_path) >= 1, 120, "a first checkpoint")
+        for victim in VICTIMS:
+            _reach(moment, tmp_path)
+            if victim == "worker":
+                workers = _python_workers(job.pid)
+                assert workers, _group_pids(job.pid)
+                for pid in workers:
+                    os.kill(pid, signal.SIGKILL)
+            elif victim == "job":
+                _kill_group(job)
+                resumable = _latest_checkpoint_id(tmp_path)
+                assert not (tmp_path / "run" / "fatal.txt").exists()
+                job, tag = _start(config, tmp_path, "2"), "2"
+            else:  # between completions: 1.5 s / 3 s apart, or 4 s during the slow checkpoint (in progress now)
+                _away_from_commits(
+                    tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000, cfg.schedule(origin)
+                )
+                _kill_broker()
+                time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
+                LocalBroker(9092).start()
             lines = _report_lines(tmp_path)
-            wait_for(lambda: _report_lines(tmp_path) > max(lines, 1), 120, "a window's report", every_s=0.01)
-        else:  # a later checkpoint in progress, an earlier one complete
-            wait_for(lambda: _report_lines(tmp_path) >= 1, 120, "window 0's report")
-            wait_for(lambda: _latest_checkpoint_id(tmp_path) >= 1, 120, "a first checkpoint")
-            wait_for(lambda: _checkpoint_in_progress(tmp_path), 60, "a checkpoint in progress", every_s=0.02)
-
-        if victim == "worker":
-            workers = _python_workers(job.pid)
-            assert workers, _group_pids(job.pid)
-            for pid in workers:
-                os.kill(pid, signal.SIGKILL)
-        elif victim == "job":
-            _kill_group(job)
-            resumable = _latest_checkpoint_id(tmp_path)
-            assert not (tmp_path / "run" / "fatal.txt").exists()
-            job = _start(config, tmp_path, "2")
-        else:  # between completions: 1.5 s / 3 s apart, or 4 s during the slow checkpoint (in progress now)
-            _away_from_commits(tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000, cfg.schedule(origin))
-            _kill_broker()
-            time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
-            LocalBroker(9092).start()
+            wait_for(lambda n=lines: _report_lines(tmp_path) > n, 180, f"a report after the {victim}'s recovery")
+            if victim == "worker":  # restored in place from a checkpoint: the log saw a restore (and no offset)
+                assert "Restoring job" in _job_logs(tmp_path)
         recovered = time.time() * 1000
         wait_for(
             lambda: max(ts for ts, _ in input_log(cfg)) > recovered + 2 * SIZE,
             120,
-            "two more windows of input after the recovery",
+            "two more windows of input after the last recovery",
             every_s=1.0,
         )  # the sender is on
         sender.stop()
@@ -328,17 +354,14 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, victim: str, mome
     finally:
         sender.stop()
         if job.poll() is None:
-            _stop(job, tmp_path, "2" if victim == "job" else "1")
-    if victim == "worker":  # restored in place from a checkpoint: the log saw a restore (and no offset)
-        logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
-        assert "Restoring job" in logs
-    if victim == "broker":  # every transaction the sinks opened was ended: readers are not stuck
-        topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
-        assert not _hanging_transactions(topics)
-    if victim == "job":
-        err = _stderr(tmp_path, "2")
-        assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
-    assert _check_exactly_once(tmp_path, cfg, origin) >= 4  # data in at least four windows
+            _stop(job, tmp_path, tag)
+    # the job's kill: the second run resumed from the newest checkpoint
+    err = _stderr(tmp_path, "2")
+    assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
+    # the broker's kill: every transaction the job opened was ended, readers are not stuck
+    topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
+    assert not _hanging_transactions(topics)
+    assert _check_exactly_once(tmp_path, cfg, origin) >= 6  # data in at least six windows
 
 
 def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path) -> None:

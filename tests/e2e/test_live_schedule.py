@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from connectors.kafka_io import open_client, pack_ipv4
 from stream.ledger import ReleaseLedger
@@ -25,6 +26,8 @@ from tests.e2e.jobs import (
     wait_for,
     write_config,
 )
+
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
 
 CHECKPOINT_MS = 1000
 #: a report is readable at most this long after its scheduled release once the job runs: a clock

@@ -32,10 +32,13 @@ from pathlib import Path
 from statistics import median
 
 import numpy as np
+import pytest
 
 from connectors.kafka_io import _open_client, pack_ipv4
 from tests.e2e.jobs import DPHHH, JOB, interrupt, live_origin, publish, sleep_until, wait_for, write_config
 from tests.e2e.net import free_port
+
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
 
 SIZE = 2000  # window (ms)
 DELAY = 3000  # window.publish_delay_ms (the default)

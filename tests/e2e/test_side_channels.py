@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.e2e.jobs import (
     JOB,
@@ -56,6 +57,8 @@ from tests.e2e.jobs import (
     write_config,
 )
 from tests.e2e.net import free_port
+
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
 
 SIZE = 2000
 WINDOWS = 4

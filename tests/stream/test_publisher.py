@@ -13,7 +13,7 @@ from pathlib import Path
 
 from connectors.report_sink import JsonLinesReportFile
 from stream.ledger import ReleaseLedger
-from stream.publisher import LATE_TOLERANCE_S, ReportPublisher
+from stream.publisher import ReportPublisher
 from stream.schedule import ReleaseSchedule
 
 SIZE, DELAY = 10_000, 2_000
@@ -96,27 +96,30 @@ def test_the_same_time_whatever_the_work(tmp_path: Path) -> None:
 
 
 def test_a_report_ready_late_is_published_at_once_and_counted(tmp_path: Path) -> None:
-    """Once the worker is up (its first report published), a report ready after its publication time
-    + LATE_TOLERANCE_S is published at once and counted; one ready within the tolerance is on time."""
+    """A report ready even 1 ms after its publication time is published at once and counted overdue
+    (lateness is judged by when it was ready, not by when publishing ended); one ready 1 ms before
+    waits and is on time."""
     release = SIZE + 500
     pub, clock, topic, _ = _publisher(tmp_path, (release + 100) / 1000)
-    assert not pub.publish(0, _report(0), stored=False).late  # on time: the worker is up
-    clock.now = (SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S + 0.5
+    assert not pub.publish(0, _report(0), stored=False).late  # on time
+    clock.now = (SIZE + release + DELAY + 1) / 1000
     out = pub.publish(SIZE, _report(SIZE), stored=False)
-    assert out.late and len(topic.sent) == 2 and clock.now == (SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S + 0.5
-    clock.now = (2 * SIZE + release + DELAY) / 1000 + LATE_TOLERANCE_S / 2
-    assert not pub.publish(2 * SIZE, _report(2 * SIZE), stored=False).late  # within the tolerance: on time
+    assert out.late and len(topic.sent) == 2 and clock.now == (SIZE + release + DELAY + 1) / 1000  # no wait
+    clock.now = (2 * SIZE + release + DELAY - 1) / 1000
+    assert not pub.publish(2 * SIZE, _report(2 * SIZE), stored=False).late
+    assert abs(clock.now - (2 * SIZE + release + DELAY) / 1000) < 1e-9  # it waited for its time
 
 
 def test_a_start_ups_backlog_is_published_at_once_and_not_counted(tmp_path: Path) -> None:
-    """Windows due before the worker's first publication (a start or a restart, public events) are
-    published at once and not counted late; the first window due after that is (if it is late)."""
+    """Windows due before the worker was opened (a start or a restart, public events) are published at
+    once and not counted overdue; a window due after the opening is counted if it is ready late —
+    the catch-up after a restore included."""
     release = SIZE + 500
-    first_ready = (2 * SIZE + release + DELAY) / 1000 + 0.7  # the job came up after three windows were due
-    pub, clock, topic, _ = _publisher(tmp_path, first_ready)
+    opened = (2 * SIZE + release + DELAY) / 1000 + 0.7  # the worker opened after three windows were due
+    pub, clock, topic, _ = _publisher(tmp_path, opened)
     assert [pub.publish(w * SIZE, _report(w * SIZE), stored=False).late for w in range(3)] == [False] * 3
     assert clock.sleeps == [] and len(topic.sent) == 3
-    clock.now = (3 * SIZE + release + DELAY) / 1000 + 2 * LATE_TOLERANCE_S  # due after the start: counted
+    clock.now = (3 * SIZE + release + DELAY) / 1000 + 0.3  # due after the opening, ready late: counted
     assert pub.publish(3 * SIZE, _report(3 * SIZE), stored=False).late
 
 
