@@ -98,7 +98,7 @@ import numpy.typing as npt
 
 from sketches.errors import UsageError
 
-from .skips import SkipCounter
+from .skips import SkipCounter, is_unparsable
 from .text import iter_text_lines, parse_ipv4_each
 
 _fast_loads: Callable[[bytes | str], Any]
@@ -817,12 +817,23 @@ def iter_flow_file(
     """Decode a JSON-lines file of flow records in chunks of up to ``chunk_size`` lines.
 
     Lines are read as by :func:`connectors.text.iter_text_lines` (blank and ``#`` lines skipped;
-    ``invalid_utf8`` and ``line_too_long`` counted there); every bad record is counted in
-    ``skips`` under its reason. A missing file raises :class:`ValueError` naming it.
+    ``invalid_utf8`` counted there). A refused record is counted under its reason only when it
+    holds no element (:meth:`FlowJsonDecoder.holds_element`, as the stream's dead-letter counters
+    do, docs/ALGORITHMS.md §0.1 f); one that may — an IP address with bad counters, time or size,
+    or a line too long to read — is somebody's record, counted as ``unusable_record`` (excluded:
+    never shown). A missing file raises :class:`ValueError` naming it.
     """
-    for lines in iter_text_lines(path, skips, chunk_size):
-        batch = decoder.decode_many(lines)
-        for reason in batch.reasons:
-            if reason is not None:
-                skips.add(reason)
-        yield batch
+    text = SkipCounter()
+    try:
+        for lines in iter_text_lines(path, text, chunk_size):
+            batch = decoder.decode_many(lines)
+            for line, reason in zip(lines, batch.reasons):
+                if reason is not None:
+                    held = is_unparsable(reason) and decoder.holds_element(line)  # (excluded ones stay)
+                    skips.add("unusable_record" if held else reason)
+            yield batch
+    finally:  # a line too long to read may be a flow record: excluded, like one refused above
+        skips.add("unusable_record", text["line_too_long"])
+        for reason, n in text.as_dict().items():
+            if reason != "line_too_long":
+                skips.add(reason, n)

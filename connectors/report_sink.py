@@ -101,7 +101,7 @@ class ReportsTopic:
         self.retry_s = retry_s
         self.producer: Any = None
 
-    def _open(self) -> Any:
+    def _open(self, **bootstrap: Any) -> Any:
         from kafka import KafkaProducer
 
         from .kafka_io import _open_client
@@ -109,6 +109,7 @@ class ReportsTopic:
         producer = _open_client(
             KafkaProducer,
             self.options,
+            **bootstrap,
             transactional_id=self.transactional_id,
             acks="all",
             linger_ms=0,
@@ -116,6 +117,17 @@ class ReportsTopic:
         )
         producer.init_transactions()  # fences any older writer of this deployment
         return producer
+
+    def connect(self) -> None:
+        """Open the transactional producer now (the job's start), so that the first report reaches
+        the topic as fast as every later one (docs/ALGORITHMS.md §0.1 g). A broker that does not
+        answer yet is not an error here: :meth:`send` retries."""
+        if self.producer is not None:
+            return
+        try:
+            self.producer = self._open(bootstrap_timeout_ms=5000)  # a restart's open is not held up long
+        except Exception:  # (the broker away at start: the first send opens it, with its retries)
+            self.close()
 
     def send(self, report: bytes, timestamp_ms: int) -> None:
         """Publish one report in a transaction of its own (record timestamp = its scheduled time)."""

@@ -50,6 +50,9 @@ printed** (not in reports, snapshot output, stderr, nor exceptions):
   components than the hierarchy's;
 * ``out_of_domain`` — a valid value outside a public ``--domain`` (the snapshot modules clamp or
   drop these without even counting them).
+* ``unusable_record`` — a flow-JSON record of a file that the run cannot use but that may hold an
+  element (its key field is an IP address; its counters, time or size are bad; or its line is too
+  long to read): somebody's record, as in the stream, whose dead-letter counters leave it out.
 
 A reason in neither list is treated as excluded (fail closed: an unknown count is not shown).
 """
@@ -92,7 +95,15 @@ UNPARSABLE = frozenset(
 
 #: Reasons for valid records that are not elements of this run: their counts are never shown.
 EXCLUDED = frozenset(
-    {"not_ipv4", "wrong_family", "zero_weight", "bad_path_depth", "bad_path_too_deep", "out_of_domain"}
+    {
+        "not_ipv4",
+        "wrong_family",
+        "zero_weight",
+        "bad_path_depth",
+        "bad_path_too_deep",
+        "out_of_domain",
+        "unusable_record",
+    }
 )
 
 

@@ -14,8 +14,9 @@ content) and classified as in :mod:`connectors.skips`:
   another depth (``bad_path_depth``, ``bad_path_too_deep``) — and their count is never shown.
 
 The private report carries no count of records at all (docs/ALGORITHMS.md §0.1 f): its ``diagnostics`` is
-empty. An input without a single element raises :class:`NoReadableInput`, whose message names
-no count.
+empty. An input without a single element gets its private report like any other (an error would
+tell it from the same input with one element); only the non-private :func:`exact_report` raises
+:class:`NoReadableInput` (whose message names no count).
 
 Weighted records (:class:`Weighting`, docs/ALGORITHMS.md §2 "Weighted elements"): flow-JSON files
 (:mod:`connectors.flow_json`) weighted by their ``packets`` or ``bytes``, or captures weighted by
@@ -285,8 +286,9 @@ def batch_report(
     """Sketch the whole file and release one private report (``dphhh.report/2``).
 
     Skipped records are counted into ``skips`` when given (so that the caller can print the
-    operational line of unparsable records); the report itself holds no count of records.
-    Raises :class:`NoReadableInput` when the file holds no element of ``hierarchy``. With a
+    operational line of unparsable records); the report itself holds no count of records. A file
+    without a single element of ``hierarchy`` gets its report too (nothing observable may tell it
+    from one with an element, docs/ALGORITHMS.md §0.1). With a
     weighted ``weighting``, ``params`` must be the group-privacy calibration of ``budget`` over
     the weight cap (:meth:`Weighting.unit`), which the report's budget statement checks. ``tau_share``: τ
     is that share of the noisy window size (:func:`privacy.window.assemble_report`).
@@ -300,9 +302,8 @@ def batch_report(
             secret = KeySecret.generate() if seed is None else KeySecret.from_seed(seed + attempt)
             hierarchy = base.keyed(secret)
         sketches = LevelSketches(hierarchy, params.counters, params.partitions)
-        readable, skips_here = False, SkipCounter()
+        skips_here = SkipCounter()
         for values, weights in iter_records(path, input_format, hierarchy, skips_here, weighting):
-            readable = True
             sketches.update(values, weights)
         if not hierarchy.collisions:
             break
@@ -314,8 +315,8 @@ def batch_report(
                 f"batch: no collision-free hash key after {REKEY_ATTEMPTS} attempts (sketches.keyed.KEY_BITS lowered?)"
             )
     skips.merge(skips_here)
-    if not readable:
-        raise NoReadableInput(no_readable_message(display_path or path, skips, no_readable_hint(hierarchy)))
+    # an input without a single element is released like any other (empty sketches, the same
+    # report): failing on it would tell X' from X' + e by the exit status (docs/ALGORITHMS.md §0.1)
     unit = (weighting or Weighting()).unit(open_input(path, input_format).format)
     return release_window(
         sketches,

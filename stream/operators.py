@@ -621,6 +621,8 @@ class ReleaseOperator(KeyedProcessFunction):
             topic = ReportsTopic(
                 self.kafka_options, self.cfg["kafka.reports_topic"], f"{self.cfg['kafka.group_id']}-reports"
             )
+        if topic is not None:
+            topic.connect()  # the producer's start-up is not the first report's (docs/ALGORITHMS.md §0.1 g)
         self.publisher = ReportPublisher(self.schedule, ledger, report_file, topic)
         self.pending = runtime_context.get_map_state(
             MapStateDescriptor(f"{STEP_IDS['release']}-pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY())

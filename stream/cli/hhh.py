@@ -24,7 +24,7 @@ from privacy.plan import PlanInputs, suggest_epsilon
 from sketches.hierarchy import Hierarchy, parse_hierarchy
 from sketches.sizing import sketch_memory_bytes
 
-from ..batch import batch_report
+from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory
 from .options import input_options, params, privacy_options, weighting
 from .output import add_format_option, output_format, render
@@ -36,8 +36,8 @@ DESCRIPTION = (
     "records. Unparsable records (not UTF-8, not an address or path, truncated packets) are counted on "
     "one stderr line labelled 'operational, not private'; valid records of another kind (an IPv6 "
     "address or packet in an IPv4 run, a dotted quad in an IPv6 run, a path of another depth) are left "
-    "out and counted nowhere. Exit status 1 when the file holds no element of the hierarchy, 2 for a "
-    "usage error."
+    "out and counted nowhere. A file without a single element gets its (empty) report like any other: "
+    "an error would tell it apart. Exit status 1 for an unreadable file, 2 for a usage error."
 )
 
 
@@ -141,10 +141,11 @@ def run_report(args: argparse.Namespace, input_path: str) -> int:
                 tau_share=args.tau.share,
                 display_path=input_path,
             )
-        finally:  # also before a "no readable record" error, which points at this line
+        finally:  # also before an error
             line = skips.operational_line(command)
-            if line:
+            if line:  # unparsable records hold no element: the line and its hint are public (§0.1 f)
                 print(line, file=sys.stderr)
+                print(f"{command}: hint: {no_readable_hint(hierarchy)}", file=sys.stderr)
     n_noisy = max(int(report["window"]["n_noisy"]), 1)  # noisy: using it for warnings is post-processing
     if args.tau.share is None and args.tau.count < 1:
         print(

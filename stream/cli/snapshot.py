@@ -31,8 +31,9 @@ the thresholds and variances computed from them.
 * ``hhh``: the domain is every IPv4 or IPv6 address or every path of the hierarchy's depth:
   nothing is outside it (paths of another depth are records of another kind, see above).
 
-A snapshot without a single readable value exits with status 1 (``input: no readable record in
-FILE (...)``, no count), like ``dphhh hhh``; usage errors exit 2. Range modules answer ``--query
+A snapshot without a single readable value is released like any other (an error would tell it
+from the same snapshot with one value), like ``dphhh hhh`` — except by ``ahead``, whose local model
+makes the number of users public: it exits 1 without a user; usage errors exit 2. Range modules answer ``--query
 a:b`` (repeatable) and ``--queries FILE`` (one ``a:b`` per line) with noisy estimates (``count``
 for lue, ``fraction`` for ahead); at least one range is required, and every range is checked
 against the domain, before the input is read (a release without a question would spend the
@@ -384,11 +385,14 @@ _HINTS = {
 }
 
 
-def _read(args: argparse.Namespace, kind: str, **kw: Any) -> SnapshotValues:
+def _read(args: argparse.Namespace, kind: str, *, users_public: bool = False, **kw: Any) -> SnapshotValues:
     """Read the snapshot (standard input and gzip files are spooled to a private temporary file
     first, :func:`~connectors.spool.spooled_input`: here, after every check that needs no input);
-    print the operational line of unparsable rows (stderr); refuse an input without a readable
-    value (:class:`NoReadableInput`, exit 1, no count in the message)."""
+    print the operational line of unparsable rows (stderr). An input without a readable value is
+    released like any other (an error would tell it from the same input with one more value,
+    docs/ALGORITHMS.md §0.1) — except where the number of users is public (``users_public``: AHEAD's
+    local model, where the aggregator receives one report per user), which refuses an input without
+    a user (:class:`NoReadableInput`, exit 1, no count in the message)."""
     progress = _Progress(args.input)
     try:
         with spooled_input(args.input) as path:
@@ -398,9 +402,10 @@ def _read(args: argparse.Namespace, kind: str, **kw: Any) -> SnapshotValues:
     finally:
         progress.done()
     line = snapshot.skips.operational_line(f"dphhh snapshot {args.module}")
-    if line:
+    if line:  # unparsable records hold no element: the line and its hint are public (§0.1 f)
         print(line, file=sys.stderr)
-    if snapshot.n == 0:
+        print(f"dphhh snapshot {args.module}: hint: {_HINTS[kind]}", file=sys.stderr)
+    if users_public and snapshot.n == 0:
         raise NoReadableInput(no_readable_message(args.input, snapshot.skips, _HINTS[kind]))
     return snapshot
 
@@ -567,11 +572,8 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
         )
 
     check_level(1, _inftda_widest(hierarchy, domain, 1))  # the root's children: known before reading
-    snapshot = _read(
-        args,
-        "path" if hierarchy.kind == "path" else "ipv4",
-        **({"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}),
-    )
+    depth: dict[str, Any] = {"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}
+    snapshot = _read(args, "path" if hierarchy.kind == "path" else "ipv4", **depth)
     values = snapshot.values
     if domain is not None:  # out-of-domain paths are dropped, not counted
         values = [v for v in values if domain.contains(v)]
@@ -696,7 +698,7 @@ def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
     lows, highs = np.array(bounds).T
     if dims == 1:
         lows, highs = lows[0], highs[0]
-    snapshot = _read(args, "int")
+    snapshot = _read(args, "int", users_public=True)
     values = _clamp(np.asarray(snapshot.values, dtype=np.int64), lows, highs)
     shifted = values - lows
     estimator = (

@@ -119,18 +119,23 @@ def test_real_capture_samples() -> None:
 
 
 def test_json_lines_file_counts_bad_lines(tmp_path: Path) -> None:
-    """iter_flow_file decodes a JSON-lines file in chunks and counts the bad lines per reason."""
+    """iter_flow_file decodes a JSON-lines file in chunks and counts the bad lines per reason — a
+    refused record that holds an element (an IP address with a bad counter) as ``unusable_record``
+    (excluded, never shown), as the stream's dead-letter counters leave it out."""
     path = tmp_path / "flows.jsonl"
     path.write_bytes(
         (DATA / "pmacct-ipfix-mixed.jsonl").read_bytes()
         + b"\n\nnot json\r\n"
         + b'{"ip_src": "10.0.0.1", "packets": -1, "bytes": 5}\n'
+        + b'{"ip_src": "nope", "packets": -1, "bytes": 5}\n'
     )
     skips = SkipCounter()
     batches = list(iter_flow_file(path, FlowJsonDecoder("pmacct", family="both"), skips, chunk_size=4))
-    assert [len(b.reasons) for b in batches] == [4, 4]
+    assert [len(b.reasons) for b in batches] == [4, 4, 1]
     assert sum(len(b.ipv4) + len(b.ipv6) for b in batches) == 6
-    assert skips.as_dict() == {"bad_counter": 1, "bad_json": 1}
+    # the address-less record is refused for its counter first: it holds no element, so it is counted
+    assert skips.as_dict() == {"bad_counter": 1, "bad_json": 1, "unusable_record": 1}
+    assert skips.unparsable() == {"bad_counter": 1, "bad_json": 1}
 
 
 # ------------------------------------------------------------------------------------------------

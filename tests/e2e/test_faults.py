@@ -381,7 +381,7 @@ def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path
         wait_for(lambda: "job submitted" in _stderr(tmp_path, "1"), 120, "the job to start")
         sender.start()
         feeding = time.time() * 1000
-        wait_for(lambda: time.time() * 1000 > max(origin, feeding) + 4 * SIZE, 60, "four windows of input")
+        wait_for(lambda: time.time() * 1000 > max(origin, feeding) + 2 * SIZE, 60, "two windows of input")
         sender.stop()
         last = _last_data_window(cfg)
         wait_for(

@@ -19,11 +19,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
-
 from stream.paths import ROOT
-
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): it runs the demo on its default topics and ports
 
 
 def _free_port_pair() -> int:
