@@ -1,5 +1,7 @@
-"""Fault injection on the real broker and job: a Python worker, the whole job and the broker are killed
-(SIGKILL) at a chosen moment, one after the other in one job's life, and the job recovers each time.
+"""Fault injection on the real broker and job: a Python worker, the whole job or the broker is killed
+(SIGKILL) at a chosen moment, several kills in one job's life, and the job recovers each time: per
+moment a worker then the job (these tests run beside others); and the broker at each moment in turn
+(``serial``: the broker is shared).
 
 The jobs are live: a sender appends a message to the input every 250 ms (the broker stamps its
 arrival time), windows are 2 s, and reports follow the public schedule from a configured origin.
@@ -54,8 +56,6 @@ from tests.e2e.jobs import (
     wait_for,
     write_config,
 )
-
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): it kills the shared broker
 
 SIZE = 2000  # live windows of 2 s
 
@@ -254,7 +254,6 @@ def _kill_broker() -> None:
 
 
 MOMENTS = ("mid_window", "after_release", "in_checkpoint")
-VICTIMS = ("worker", "job", "broker")  # killed one after the other, each once the job has recovered
 
 
 def _job_logs(tmp_path: Path) -> str:
@@ -285,32 +284,23 @@ def _reach(moment: str, tmp_path: Path) -> None:
         wait_for(lambda: bool(_in_progress(tmp_path) - stale), 60, "a checkpoint in progress", every_s=0.02)
 
 
-@pytest.mark.parametrize("moment", MOMENTS)
-def test_kill_and_recover_exactly_once(broker, tmp_path: Path, moment: str) -> None:
-    """At the moment, SIGKILL a Python worker; once the job has recovered (a new report), at the same
-    moment SIGKILL the whole job and start it again; once it has recovered, kill the broker (3 s away).
-    After the last recovery every element is counted once, every window has one committed report
-    equal to the ledger's, and the ledger's budget total is unchanged; the worker's kill was a restore
-    in place, the job's a resume from its newest checkpoint, the broker's left no open transaction."""
-    delay = 4000 if moment == "in_checkpoint" else 0
-    interval = {"mid_window": 1500, "after_release": 3000, "in_checkpoint": 1000}[moment]
+def _kill_and_recover(tmp_path: Path, name: str, kills: list[tuple[str, str]], interval: int, delay: int) -> None:
+    """One live job; each (victim, moment) of ``kills`` in turn: wait for the moment, SIGKILL the
+    victim (a Python worker; the whole job, then started again; or the broker, away 3 s), wait for a
+    report after the recovery. Then every element is counted once, every window has one committed
+    report equal to the ledger's, the ledger's budget total is unchanged; a worker's kill was a
+    restore in place, a job's a resume from its newest checkpoint, a broker's left no open transaction."""
     origin = live_origin(SIZE, 3)
-    config = _live_config(
-        tmp_path,
-        f"kill-{moment}".replace("_", "-"),
-        origin,
-        checkpoint_interval_ms=interval,
-        test_checkpoint_delay_ms=delay,
-    )
+    config = _live_config(tmp_path, name, origin, checkpoint_interval_ms=interval, test_checkpoint_delay_ms=delay)
     cfg, producer = publish(config, [])
     producer.close()
     sender = Sender(cfg)
-    job, tag = _start(config, tmp_path, "1"), "1"
+    job, tag, runs = _start(config, tmp_path, "1"), "1", 1
     sender.start()
-    resumable = 0
+    resumed: list[tuple[str, int]] = []
     try:
         wait_for(lambda: time.time() * 1000 > origin + SIZE, 60, "the first window's end")
-        for victim in VICTIMS:
+        for victim, moment in kills:
             _reach(moment, tmp_path)
             if victim == "worker":
                 workers = _python_workers(job.pid)
@@ -319,13 +309,12 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, moment: str) -> N
                     os.kill(pid, signal.SIGKILL)
             elif victim == "job":
                 _kill_group(job)
-                resumable = _latest_checkpoint_id(tmp_path)
                 assert not (tmp_path / "run" / "fatal.txt").exists()
-                job, tag = _start(config, tmp_path, "2"), "2"
-            else:  # between completions: 1.5 s / 3 s apart, or 4 s during the slow checkpoint (in progress now)
-                _away_from_commits(
-                    tmp_path, 4.0 if moment == "in_checkpoint" else interval / 1000, cfg.schedule(origin)
-                )
+                runs += 1
+                resumed.append((str(runs), _latest_checkpoint_id(tmp_path)))  # what the next run resumes from
+                job, tag = _start(config, tmp_path, str(runs)), str(runs)
+            else:  # between completions: 1.5 s / 3 s apart, or 4 s during a slow checkpoint
+                _away_from_commits(tmp_path, 4.0 if delay else interval / 1000, cfg.schedule(origin))
                 _kill_broker()
                 time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
                 LocalBroker(9092).start()
@@ -355,15 +344,37 @@ def test_kill_and_recover_exactly_once(broker, tmp_path: Path, moment: str) -> N
         sender.stop()
         if job.poll() is None:
             _stop(job, tmp_path, tag)
-    # the job's kill: the second run resumed from the newest checkpoint
-    err = _stderr(tmp_path, "2")
-    assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
-    # the broker's kill: every transaction the job opened was ended, readers are not stuck
-    topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
-    assert not _hanging_transactions(topics)
-    assert _check_exactly_once(tmp_path, cfg, origin) >= 6  # data in at least six windows
+    for run, resumable in resumed:  # each restarted run resumed from the newest checkpoint at its kill
+        err = _stderr(tmp_path, run)
+        assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
+    if any(victim == "broker" for victim, _ in kills):  # every transaction was ended: readers are not stuck
+        topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
+        assert not _hanging_transactions(topics)
+    assert _check_exactly_once(tmp_path, cfg, origin) >= 4  # data in at least four windows
 
 
+CHECKPOINTS = {"mid_window": (1500, 0), "after_release": (3000, 0), "in_checkpoint": (1000, 4000)}  # interval, delay
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_kill_a_worker_then_the_job_and_recover_exactly_once(broker, tmp_path: Path, moment: str) -> None:
+    """At the moment, SIGKILL a Python worker; once the job has recovered, at the same moment SIGKILL
+    the whole job and start it again: every element once, every report once (see _kill_and_recover)."""
+    interval, delay = CHECKPOINTS[moment]
+    _kill_and_recover(
+        tmp_path, f"kill-{moment}".replace("_", "-"), [("worker", moment), ("job", moment)], interval, delay
+    )
+
+
+@pytest.mark.serial  # it kills the shared broker
+def test_kill_the_broker_at_each_moment_and_recover_exactly_once(broker, tmp_path: Path) -> None:
+    """SIGKILL the broker mid-window, then just after a release, then during a checkpoint (4 s slow
+    checkpoints make that moment last), each once the job has recovered from the previous kill:
+    every element once, every report once, no transaction left open (see _kill_and_recover)."""
+    _kill_and_recover(tmp_path, "kill-broker", [("broker", m) for m in MOMENTS], 1000, 4000)
+
+
+@pytest.mark.serial  # it kills the shared broker
 def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path) -> None:
     """With the broker away at start, dphhh run retries with backoff and logs it (no crash), and once
     the broker is back it creates its topics and reports every window exactly once."""

@@ -23,6 +23,8 @@ from connectors.kafka_io import read_to_end, wait_for_broker
 from stream.broker import LocalBroker
 from stream.config import load_config
 
+pytestmark = pytest.mark.serial  # runs alone (./dphhh test): how fast a refusal is seen follows the load
+
 PORT = 19092
 WINDOW = 1000
 DPHHH = str(Path(sys.executable).with_name("dphhh"))
