@@ -200,10 +200,13 @@ def _metrics(job_text: str, report_text: str) -> tuple[set[str], dict[str, float
 
 #: Flink and Beam WARN lines of the job's stop whose presence follows timing, not the data: a periodic
 #: checkpoint that the final stop-with-savepoint overtakes is declined in one run and not in
-#: another, and Beam's clean-up of a Python worker environment may race the worker's own exit.
+#: another, Beam's clean-up of a Python worker environment may race the worker's own exit, and the
+#: Kafka client's close at the stop may race its own network thread (seen once in a CI run, in the
+#: X + e job only, after every report).
 TIMING_WARNINGS = (
     "Failed to trigger or complete checkpoint <n>",
     'DefaultJobBundleFactory [] - Error cleaning up servers urn: "beam:env:process:v1"',
+    "kafka.common.utils.Utils [] - Failed to close release connections with type",
 )
 
 
