@@ -154,8 +154,9 @@ def _latest_checkpoint_id(tmp_path: Path) -> int:
     return max((int(p.parent.name[4:]) for p in _completed_checkpoints(tmp_path)), default=0)
 
 
-def _checkpoint_in_progress(tmp_path: Path) -> bool:
-    return any(not (d / "_metadata").exists() for d in (tmp_path / "checkpoints").glob("*/*/chk-*"))
+def _in_progress(tmp_path: Path) -> set[Path]:
+    """Checkpoint folders without ``_metadata`` (in progress, or left by a killed attempt)."""
+    return {d for d in (tmp_path / "checkpoints").glob("*/*/chk-*") if not (d / "_metadata").exists()}
 
 
 def _newest_completion_age_s(tmp_path: Path) -> float:
@@ -258,11 +259,6 @@ MOMENTS = ("mid_window", "after_release", "in_checkpoint")
 
 def _job_logs(tmp_path: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in (tmp_path / "run" / "log").glob("*.log"))
-
-
-def _in_progress(tmp_path: Path) -> set[Path]:
-    """Checkpoint folders without ``_metadata`` (in progress, or left by a killed attempt)."""
-    return {d for d in (tmp_path / "checkpoints").glob("*/*/chk-*") if not (d / "_metadata").exists()}
 
 
 def _reach(moment: str, tmp_path: Path) -> None:
