@@ -258,7 +258,7 @@ def _enter_key(table, b, x, y, slot_keys, tpos):
     return old_bucket
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
     """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each."""
     mask = table.shape[0] // 2 - 1
@@ -351,7 +351,7 @@ def _sift_down(heap, hpos, counts, slot_keys, i):
     hpos[slot] = i
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, meta, scan_rate):
     """Insert record ``(stream[i], weights[i])`` for every i in array order, each **exactly** as
     ``weights[i]`` unit inserts of ``stream[i]`` in a row (keys >= 0, weights >= 1, checked by the

@@ -40,6 +40,7 @@ from connectors.report_sink import JsonLinesReportFile, ReportSinkError, Reports
 from connectors.skips import is_unparsable
 from privacy.unit_cap import UnitCap
 from privacy.window import release_sketch
+from sketches.errors import UsageError
 from sketches.keyed import KeySecret
 from sketches.misra_gries import clip_weights
 
@@ -471,7 +472,8 @@ class SketchOperator(KeyedProcessFunction):
                 sw.label_seqs.append(seq)
             else:
                 keys, weights = unpack_weighted_levels(body, self.cfg.hierarchy)
-                sw.pending.setdefault(epoch, []).append(Batch(seq, keys, weights))
+                if not sw.add(epoch, Batch(seq, keys, weights)):  # applied entries leave with their epoch
+                    raise UsageError(f"SketchOperator: Possible corruption: entry {seq} of an applied epoch {epoch}")
 
     def _save(self, window: int, sw: SketchWindow) -> None:
         assert sw.sketches is not None

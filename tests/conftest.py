@@ -3,6 +3,10 @@
 ``./dphhh test -m "not e2e"`` runs the plain-logic tests only: no JVM, no Kafka broker, no Flink
 job, no browser, no Debian flow tools. The end-to-end tests are those in ``tests/e2e/`` and the
 few modules elsewhere that start one of those programs (listed in :data:`E2E_MODULES`).
+
+No test may be skipped: a skip hides a missing input (a program, a file, a port) behind a pass, so
+any skipped test fails the run (:func:`pytest_sessionfinish`); an expected failure must be an
+``xfail`` with its reason.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ E2E_DIRS = (HERE / "e2e",)
 E2E_MODULES = {
     HERE / "connectors" / "test_flow_pipeline.py",  # softflowd, nfacctd and the broker
     HERE / "stream" / "test_metric_filter.py",  # Flink's own reporter filter, in a JVM
+    HERE / "stream" / "test_flow_record_parser.py",  # the Java flow parser, compiled and run in a JVM
 }
 
 
@@ -24,3 +29,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = Path(str(item.path)).resolve()
         if path in E2E_MODULES or any(d in path.parents for d in E2E_DIRS):
             item.add_marker(pytest.mark.e2e)
+
+
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _SKIPPED:
+        terminalreporter.write_line(f"FAILED: {len(_SKIPPED)} test(s) skipped (no test may be skipped):", red=True)
+        for nodeid in _SKIPPED:
+            terminalreporter.write_line(f"  {nodeid}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _SKIPPED and session.exitstatus == 0:
+        session.exitstatus = 1

@@ -2,10 +2,11 @@
 
 Statistical tests use fixed seeds, so they are deterministic; the significance level ALPHA is
 chosen so that, had the seed been picked at random, a correct sampler would fail each
-goodness-of-fit test with probability ALPHA (1e-6) only. Every goodness-of-fit test is paired
-with a power check: the same test applied to samples drawn with a wrong parameter (scale x 1.1,
-sigma2 x 1.2, p x 1.1) must reject at ALPHA, and at these sample sizes it does so with p-values
-that are astronomically small (far below 1e-20), so the checks are not fragile.
+goodness-of-fit test with probability ALPHA (1e-6) only. Every goodness-of-fit, symmetry and
+moment test is paired with a power check on samples drawn wrongly — a wrong parameter (scale x 1.1
+or 1.3, sigma2 x 1.2 or 2), 5 % of the negative values flipped (the sign tests), a shrunk interval
+(uniform01) — that must reject at ALPHA; at these sample sizes the power checks' p-values are far
+below 1e-15 (measured 1e-18 to below 1e-300), so they are not fragile.
 """
 
 from __future__ import annotations
@@ -115,8 +116,10 @@ class BitsOnlySource:
 
     def __init__(self, seed: int) -> None:
         self.inner = SeededRandomSource(seed)
+        self.words = 0  # words drawn through bits
 
     def bits(self, n: int) -> np.ndarray:
+        self.words += n
         return self.inner.bits(n)
 
     def randbelow(self, m: int) -> int:
@@ -163,6 +166,12 @@ def test_uniform01_passes_ks_test_against_uniform():
     """uniform01 samples pass a KS test against Uniform[0, 1) at ALPHA."""
     u = uniform01(np.random.default_rng(11), N_VECTOR)
     assert stats.kstest(u, "uniform").pvalue > ALPHA
+
+
+def test_uniform01_ks_rejects_a_shrunk_interval():
+    """The KS test rejects uniform01 samples squeezed onto [0, 0.99) at ALPHA (power check)."""
+    u = uniform01(np.random.default_rng(11), N_VECTOR) * 0.99
+    assert stats.kstest(u, "uniform").pvalue < ALPHA
 
 
 def test_uniform01_rejects_negative_n():
@@ -245,6 +254,20 @@ def test_discrete_laplace_is_symmetric(scale):
     """discrete_laplace gives positive and negative values equally often (binomial test)."""
     x = discrete_laplace(scale, N_VECTOR, rng=np.random.default_rng(33))
     assert sign_balance_pvalue(x) > ALPHA
+
+
+def _flip_some_negatives(x: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """``x`` with a ``share`` of its negative values made positive: a sampler biased to one side."""
+    flip = (x < 0) & (np.random.default_rng(seed).random(x.shape) < share)
+    return np.where(flip, -x, x)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_discrete_laplace_sign_test_rejects_a_biased_sampler(scale):
+    """The sign-balance test rejects discrete Laplace samples with 5 % of their negatives flipped
+    at ALPHA (power check)."""
+    x = discrete_laplace(scale, N_VECTOR, rng=np.random.default_rng(33))
+    assert sign_balance_pvalue(_flip_some_negatives(x, 0.05, 34)) < ALPHA
 
 
 def test_discrete_laplace_dtype_and_shapes():
@@ -342,6 +365,20 @@ def test_discrete_laplace_elementwise_is_symmetric_and_matches_variance():
         m4 = float((k**4 * discrete_laplace_pmf(k, scale)).sum())
         z = (np.mean(x[:, j].astype(np.float64) ** 2) - var) / math.sqrt((m4 - var**2) / N_VECTOR)
         assert abs(z) < stats.norm.isf(ALPHA / 2)
+
+
+def test_discrete_laplace_elementwise_variance_test_rejects_wrong_scales():
+    """The variance z-test rejects every column drawn at its scale x 1.1, and the sign test every
+    column with 5 % of its negatives flipped, at ALPHA (power checks)."""
+    scales = np.broadcast_to(np.array([0.7, 2.0, 9.0]), (N_VECTOR, 3))
+    x = discrete_laplace_elementwise(scales * 1.1, rng=np.random.default_rng(38))
+    k = np.arange(-4000, 4001).astype(np.float64)
+    for j, scale in enumerate([0.7, 2.0, 9.0]):
+        assert sign_balance_pvalue(_flip_some_negatives(x[:, j], 0.05, 39 + j)) < ALPHA
+        var = discrete_laplace_variance(scale)
+        m4 = float((k**4 * discrete_laplace_pmf(k, scale)).sum())
+        z = (np.mean(x[:, j].astype(np.float64) ** 2) - var) / math.sqrt((m4 - var**2) / N_VECTOR)
+        assert abs(z) > stats.norm.isf(ALPHA / 2)
 
 
 def test_discrete_laplace_elementwise_tiny_scales_give_zeros_and_validation():
@@ -494,6 +531,13 @@ def test_discrete_gaussian_is_symmetric():
     assert sign_balance_pvalue(x) > ALPHA
 
 
+def test_discrete_gaussian_sign_test_rejects_a_biased_sampler():
+    """The sign-balance test rejects discrete Gaussian samples with 5 % of their negatives flipped
+    at ALPHA (power check)."""
+    x = discrete_gaussian(25, N_GAUSS, rng=np.random.default_rng(53))
+    assert sign_balance_pvalue(_flip_some_negatives(x, 0.05, 54)) < ALPHA
+
+
 def test_discrete_gaussian_dtype_and_shapes():
     """discrete_gaussian returns int64 arrays of the requested int or tuple shape."""
     x = discrete_gaussian(4, (3, 5), rng=1)
@@ -548,12 +592,19 @@ def test_discrete_gaussian_pmf_is_normalised():
 
 
 def test_vectorised_samplers_use_only_bits():
-    """The vectorised samplers draw all their randomness through bits, never randbelow."""
-    src = BitsOnlySource(3)
-    uniform01(src, 5)
-    geometric_failures(0.5, 5, rng=src)
-    discrete_laplace(2.0, 5, rng=src)
-    laplace(2.0, 5, rng=src)
+    """The vectorised samplers draw all their randomness through bits, never randbelow (which
+    raises here): each draws words, and its samples equal those of the same seed's full source."""
+    for draw in (
+        lambda rng: uniform01(rng, 5),
+        lambda rng: geometric_failures(0.5, 5, rng=rng),
+        lambda rng: discrete_laplace(2.0, 5, rng=rng),
+        lambda rng: laplace(2.0, 5, rng=rng),
+    ):
+        src = BitsOnlySource(3)
+        got = draw(src)
+        assert src.words > 0
+        assert np.asarray(got).shape == (5,)
+        assert np.array_equal(got, draw(SeededRandomSource(3)))
 
 
 def test_secure_source_bits_shape_and_dtype():
@@ -609,6 +660,17 @@ def test_secure_source_default_samples_look_right():
     assert symmetric_chisquare_pvalue(x, lambda k: discrete_laplace_pmf(k, 3.0)) > ALPHA
     y = discrete_gaussian(4, 5_000)
     assert symmetric_chisquare_pvalue(y, lambda k: discrete_gaussian_pmf(k, 4)) > ALPHA
+
+
+def test_secure_source_check_rejects_wrong_parameters():
+    """The same chi-square tests on secure (unseeded) samples drawn at scale x 1.3 and sigma2 x 2
+    reject at ALPHA (power check). Unseeded, so the margin is wide: the p-values underflow to 0
+    (below 1e-300) in every trial run while writing this, so a p-value above ALPHA would need the
+    statistic to be off by dozens of standard deviations."""
+    x = discrete_laplace(3.0 * 1.3, 50_000)
+    assert symmetric_chisquare_pvalue(x, lambda k: discrete_laplace_pmf(k, 3.0)) < ALPHA
+    y = discrete_gaussian(8, 5_000)
+    assert symmetric_chisquare_pvalue(y, lambda k: discrete_gaussian_pmf(k, 4)) < ALPHA
 
 
 def test_seeded_source_is_reproducible():

@@ -34,7 +34,18 @@ def test_print_replaced_by_a_bound_method_becomes_findable_in_its_module() -> No
 
 
 def test_guard_leaves_the_normal_print_alone() -> None:
-    """With the built-in print in place the guard changes nothing."""
+    """With the built-in print in place the guard changes nothing: print is still the built-in
+    function, the builtins module still names it, and no module gains a ``print``."""
+    before = builtins.print
+    assert before.__module__ == "builtins"
+    namespaces = {name: dict(vars(m)) for name, m in list(sys.modules.items()) if m is not None}
     _make_print_findable()
-    assert builtins.print is builtins.print
+    assert builtins.print is before
+    assert vars(builtins)["print"] is before
     assert "print" not in vars(sys.modules[__name__])
+    gained = [
+        name
+        for name, m in list(sys.modules.items())
+        if name in namespaces and m is not None and "print" in vars(m) and "print" not in namespaces[name]
+    ]
+    assert gained == []

@@ -408,11 +408,8 @@ def test_every_single_byte_flip_outside_version_is_reported_as_corruption():
 
 
 def test_byte_flip_in_version_field_is_reported_as_corruption():
-    """A flipped version byte (CRC no longer matching) is reported as 'Possible corruption'.
-
-    Known failure (reported): from_bytes checks the version before the checksum, so a corrupted
-    version byte is misdiagnosed as "unsupported serialisation version 254".
-    """
+    """A flipped version byte (CRC no longer matching) is reported as 'Possible corruption', not
+    misdiagnosed as an unsupported version: from_bytes checks the checksum before the version."""
     data = _populated(kappa=5).to_bytes()
     for pos in _VERSION_BYTES:
         bad = bytearray(data)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import struct
 import subprocess
 from functools import cache
@@ -29,8 +28,6 @@ from stream.config import load_config
 from stream.decode_batch import decode_batch
 from stream.message_batch import ParsedFlows, pack_batch
 from tests.connectors.test_flow_json import _GOOD_VARIANTS, BAD, GOFLOW2_V1, fixture
-
-pytestmark = pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac), as the stream job does")
 
 # the nine parsers main() runs, in its order: (flow_key and source_units of the decoder, weight)
 ADDRESSES = (("src", False), ("dst", False), ("pair", False))

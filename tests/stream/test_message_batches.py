@@ -247,3 +247,26 @@ def test_packed_messages_split_across_windows_keep_order() -> None:
     )
     assert out.dead == [("bad_length", c, 20, True)]  # two bytes: not even one address, so counted
     assert [(s, v.tolist()) for s, _, v, _, _ in out.windows] == [(0, [1, 2, *range(5000)]), (1000, [3])]
+
+
+def test_a_batch_of_interleaved_epochs_splits_into_groups_in_batch_order() -> None:
+    """A batch whose messages interleave many (window, epoch) groups, with refused messages among
+    them, gives each group its elements in batch order, groups ascending — compared with a literal
+    reference that walks the messages one by one."""
+    rng = np.random.default_rng(7)
+    schedule = _live(1000)
+    stamps, messages, expected = [], [], {}
+    for i in range(400):
+        stamp = int(rng.integers(0, 3000))
+        if i % 37 == 5:  # not an address: dead-lettered, no group
+            stamps.append(stamp)
+            messages.append(b"\x00\x01")
+            continue
+        addresses = rng.integers(0, 2**32, int(rng.integers(1, 6)), dtype=np.uint64).astype(np.uint32)
+        stamps.append(stamp)
+        messages.append(pack_ipv4(addresses))
+        group = (stamp // 1000 * 1000, stamp // schedule.epoch_ms * schedule.epoch_ms)
+        expected.setdefault(group, []).extend(addresses.tolist())
+    out = decode_batch(pack_batch(stamps, messages), MessageDecoder("packed-ipv4"), schedule)
+    assert [((s, e), v.tolist()) for s, e, v, _, _ in out.windows] == sorted(expected.items())
+    assert len(out.dead) == sum(1 for m in messages if m == b"\x00\x01")
