@@ -128,7 +128,9 @@ class LevelOutcome:
     """One level of a run, arrays of shape (trials × nodes) — internal, raw data inside.
 
     ``conditioned``: exact F_{X,S}(p) w.r.t. the run's own selection; ``statistic``: the noisy
-    value compared with τ; ``selected``; ``released``: the noisy count (meaningful where selected).
+    value compared with τ; ``selected``; ``released``: the noisy count (meaningful where selected);
+    ``histogram``: for mechanisms that release a per-level noisy histogram first (the baseline),
+    that histogram, else None.
     """
 
     level: int
@@ -136,6 +138,7 @@ class LevelOutcome:
     statistic: np.ndarray
     selected: np.ndarray
     released: np.ndarray
+    histogram: np.ndarray | None = None
 
 
 def algorithm1_levels(

@@ -78,8 +78,11 @@ def baseline_levels(
 ) -> list[LevelOutcome]:
     """The vectorised baseline: ``trials`` independent runs (one DLap array per level, level h first).
 
-    ``statistic`` and ``released`` are both r̃ (the released value is the tested value);
-    ``conditioned`` is the exact F_{X,S} w.r.t. the run's own selection (for evaluation only).
+    ``statistic`` and ``released`` are both the residual ``r̃ − Σ r̃`` of the maximal selected
+    descendants (the value tested against τ is the value published); ``histogram`` is r̃ itself,
+    the level's stability histogram, released where ``r̃ >= ⌈T⌉`` — the mechanism the privacy
+    proof covers (docs/ALGORITHMS.md §6; what the audit reads); ``conditioned`` is the exact
+    F_{X,S} w.r.t. the run's own selection (for evaluation only).
     """
     out: list[LevelOutcome] = []
     m_h = tree.levels[tree.h].size
@@ -94,7 +97,7 @@ def baseline_levels(
         passed = noisy >= t_int
         residual = noisy - removed
         selected = passed & (residual >= tau)
-        out.append(LevelOutcome(level, counts - covered, residual, selected, residual))
+        out.append(LevelOutcome(level, counts - covered, residual, selected, residual, histogram=noisy))
         parent, p_size = lc.parent, tree.parent_size(level)
         removed = sum_to_parents(np.where(selected, noisy, removed), parent, p_size)
         covered = sum_to_parents(np.where(selected, counts, covered), parent, p_size)

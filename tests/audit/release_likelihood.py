@@ -37,6 +37,7 @@ __all__ = [
     "log_shared_release",
     "log_pattern_probability",
     "sketch_log_likelihood",
+    "sketch_pair_llr",
     "size_log_likelihood",
 ]
 
@@ -234,3 +235,26 @@ def sketch_log_likelihood(
 def size_log_likelihood(noisy: np.ndarray, n: int, scale: float) -> np.ndarray:
     """Exact ``log P(ñ)`` of noisy sub-stream sizes ``ñ = n + DLap(scale)`` (docs/ALGORITHMS.md §5)."""
     return log_dlap(np.asarray(noisy) - n, scale)
+
+
+def sketch_pair_llr(
+    keys: list[int],
+    passed: np.ndarray,
+    values: np.ndarray,
+    counters_a: dict[int, int],
+    counters_b: dict[int, int],
+    scales: ReleaseScales,
+) -> np.ndarray:
+    """``ln P_A(o) − ln P_B(o)`` of one sketch's release outputs o (pass pattern and values).
+
+    ``keys`` (sorted) are the keys of the side the outputs were drawn from, ``passed``/``values``
+    its (trials, len(keys)) output; ``counters_a``/``counters_b`` are the two neighbours' states of
+    this sketch. A key only one side holds never passes on the other (its likelihood there is 0)."""
+    union = sorted(set(counters_a) | set(counters_b))
+    where = [union.index(k) for k in keys]
+    trials = passed.shape[0]
+    full_passed = np.zeros((trials, len(union)), dtype=bool)
+    full_values = np.zeros((trials, len(union)), dtype=np.int64)
+    full_passed[:, where], full_values[:, where] = passed, values
+    llr = sketch_log_likelihood(full_passed, full_values, SketchSide.of(counters_a, union), scales)
+    return llr - sketch_log_likelihood(full_passed, full_values, SketchSide.of(counters_b, union), scales)

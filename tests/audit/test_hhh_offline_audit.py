@@ -16,9 +16,11 @@ the proof of Theorem 3.6.1:
   seen if 1 + w + v >= τ, whose probability is checked analytically against δ
   (``test_isolated_element_passes_with_probability_below_delta``).
 
-The baseline (per-level stability histograms) is audited on its released per-level histograms
-(the HHH set is post-processing): a path of released nodes shifted by one, and a leaf at the
-release threshold.
+The baseline (per-level stability histograms) is run through its production core
+(:func:`baseline_levels`) at a real τ, and audited on the per-level histograms that core releases
+(``LevelOutcome.histogram``, the mechanism its proof covers) together with what its HHH output
+publishes (post-processing): a path of released nodes shifted by one, and a leaf at the release
+threshold.
 
 Each audit runs the real vectorised cores (:func:`algorithm1_levels`, :func:`baseline_levels`) for
 ``TRIALS`` independent runs per side with seeded generators; scalar statistics of the output (the
@@ -26,12 +28,21 @@ released count of a node or ``floor`` when it is not reported, sums along the el
 total released mass, the number of reported nodes, the selection pattern along the path) are
 searched for a likelihood-ratio event on half the samples, then Clopper–Pearson bounds at
 α = 1e-3 on the other half give ε_lb; the audit fails if ε_lb > ε (probability <= 2e-3 per audit
-for a correct mechanism, and the generators are seeded, so a run is reproducible). Algorithm 1's
-visible loss is about ξ = ε/2 (its release noise; the proof's selection budget is very
-conservative), so its audits sit near 0.5. The baseline's audit is tight: the event "every path
-node released above its count in X" has likelihood ratio exactly e^ε, and ε_lb lands just below ε. The same audits must flag broken variants: all noise divided by 8, and
-the unconditioned variant (selection and release on unconditional counts, so one element moves
-every ancestor's release).
+for a correct mechanism, and the generators are seeded, so a run is reproducible).
+
+Measured ε_lb against ε = 1 (fixed seeds):
+
+* Algorithm 1, correct: 0.48 (selected_leaf), 0.48 (near_threshold_leaf), 0.47
+  (conference_pattern); asserted >= 0.4ε. Its visible loss is the release term ξ = ε/2 (the
+  proof's selection budget is conservative: no neighbour found shows it). Broken: the release at
+  2ε (release scale ÷ 4: the guarantee broken by 2×) 1.99; unconditioned (selection and release on
+  unconditional counts, so one element moves every ancestor's release) 1.92, 1.92, 1.83 — flagged
+  on every pattern, the conference pattern included; noise ÷ 8 flagged. Every scale halved
+  measures 0.99 — twice the correct bound, at the claim but not above it (asserted as the
+  audit's response, not as a violation).
+* Baseline: tight — the event "every path node released above its count in X" has likelihood
+  ratio exactly e^ε: 0.93 (path_shift), 0.92 (leaf_at_threshold), asserted >= 0.8ε; noise halved
+  1.92 and ÷ 8 7.35, flagged.
 """
 
 from __future__ import annotations
@@ -161,12 +172,18 @@ def _divided(scales: Algorithm1Scales, by: float) -> Algorithm1Scales:
     )
 
 
-@pytest.mark.parametrize("pattern", ["selected_leaf", "near_threshold_leaf", "conference_pattern"])
+ALG1_PATTERNS = ["selected_leaf", "near_threshold_leaf", "conference_pattern"]
+
+
+@pytest.mark.parametrize("pattern", ALG1_PATTERNS)
 def test_algorithm1_passes_audit_at_the_final_epsilon(pattern: str) -> None:
-    """Algorithm 1 at the final (ε, δ) shows no privacy loss above ε on any neighbour pattern."""
+    """Algorithm 1 at the final (ε, δ) shows no privacy loss above ε on any neighbour pattern, and
+    the audit is not vacuous: it sees at least 0.4ε (measured 0.48, 0.49, 0.48 — the release term
+    ξ = ε/2 it can see; α = 1e-3 per bound, fixed seeds)."""
     a, b = _neighbours(_alg1_patterns()[pattern])
     result = _audit_alg1(a, b, SCALES, seed=sum(map(ord, pattern)))
-    assert result.epsilon_lb <= EPSILON, result
+    print(f"algorithm 1 {pattern}: eps_lb={result.epsilon_lb:.3f} ({result.statistic})")
+    assert 0.4 * EPSILON <= result.epsilon_lb <= EPSILON, result
 
 
 def test_audit_flags_algorithm1_with_noise_divided_by_8() -> None:
@@ -176,10 +193,37 @@ def test_audit_flags_algorithm1_with_noise_divided_by_8() -> None:
     assert result.epsilon_lb > EPSILON, result
 
 
-def test_audit_flags_unconditioned_algorithm1() -> None:
-    """Selecting and releasing unconditional counts (no conditioning) lets one element move every ancestor: flagged."""
+def test_audit_flags_algorithm1_whose_release_costs_twice_the_claim() -> None:
+    """The release noise at 1/(4ξ) instead of 1/ξ — the release then costs 4ξ = 2ε, the guarantee
+    broken by 2× — is flagged (α = 1e-3 per bound, fixed seed; measured in the module docstring)."""
     a, b = _neighbours(_alg1_patterns()["selected_leaf"])
-    result = _audit_alg1(a, b, SCALES, seed=9, conditioned=False)
+    broken = dataclasses.replace(SCALES, release_scale=SCALES.release_scale / 4)
+    result = _audit_alg1(a, b, broken, seed=13)
+    print(f"algorithm 1, release at 2ε: eps_lb={result.epsilon_lb:.3f}")
+    assert result.epsilon_lb > EPSILON, result
+
+
+def test_audit_sees_every_algorithm1_scale_halved() -> None:
+    """Every scale halved doubles what the audit sees (0.48 → 0.99 measured): the visible loss is
+    the release term, ξ = ε/2 becomes ε. It is not above the claim — the proof's selection half of
+    the budget is not visible on any neighbour found (docs/ALGORITHMS.md §6) — so this break is
+    asserted as the audit's response (more than 1.6× the correct bound, on the same neighbours),
+    not as a violation; the violation at 2ε is the test above."""
+    a, b = _neighbours(_alg1_patterns()["selected_leaf"])
+    good = _audit_alg1(a, b, SCALES, seed=17)
+    halved = _audit_alg1(a, b, _divided(SCALES, 2), seed=19)
+    print(f"algorithm 1 halved: eps_lb={halved.epsilon_lb:.3f} (correct {good.epsilon_lb:.3f})")
+    assert halved.epsilon_lb > 1.6 * good.epsilon_lb, (good, halved)
+
+
+@pytest.mark.parametrize("pattern", ALG1_PATTERNS)
+def test_audit_flags_unconditioned_algorithm1(pattern: str) -> None:
+    """Selecting and releasing unconditional counts (no conditioning) lets one element move every
+    ancestor: flagged on every pattern, the conference pattern included (measured 1.95, 1.88, 1.84;
+    α = 1e-3 per bound, fixed seeds)."""
+    a, b = _neighbours(_alg1_patterns()[pattern])
+    result = _audit_alg1(a, b, SCALES, seed=9 + len(pattern), conditioned=False)
+    print(f"algorithm 1 unconditioned {pattern}: eps_lb={result.epsilon_lb:.3f}")
     assert result.epsilon_lb > EPSILON, result
 
 
@@ -195,7 +239,7 @@ def test_isolated_element_passes_with_probability_below_delta() -> None:
 # --------------------------------------------------------------------------------------------
 
 BASE = BaselineScales.for_budget(EPSILON, DELTA, H4.h)
-NO_SELECTION = 1e18  # τ so high that nothing is selected: the statistic is then each node's noisy count
+BASE_TAU = 250.0  # the user's τ: the path's leaf (300) is selected, as in a real run
 
 
 def _histogram_statistics(
@@ -208,14 +252,20 @@ def _histogram_statistics(
     path_sum = 0
     above = 0
     for o in outcome:
-        col = o.statistic[:, path[o.level]]
+        assert o.histogram is not None
+        col = o.histogram[:, path[o.level]]
         shown = np.where(col >= t_int, col, t_int - 1)
         stats[f"level_{o.level}"] = shown
         path_sum = path_sum + shown
         above = above + (shown >= reference[o.level] + 1).astype(np.int64)
     stats["path_sum"] = path_sum
     stats["path_above_reference"] = above
-    stats["released_on_path"] = sum((o.statistic[:, path[o.level]] >= t_int).astype(np.int64) for o in outcome)
+    stats["released_on_path"] = sum((o.histogram[:, path[o.level]] >= t_int).astype(np.int64) for o in outcome)
+    # and what the HHH output publishes (post-processing of the histograms)
+    stats["hhh_path_pattern"] = sum(o.selected[:, path[o.level]].astype(np.int64) << (o.level - 1) for o in outcome)
+    stats["hhh_path_sum"] = sum(
+        np.where(o.selected[:, path[o.level]], o.released[:, path[o.level]], 0) for o in outcome
+    )
     return stats
 
 
@@ -224,7 +274,7 @@ def _audit_baseline(leaves: dict[str, int], scales: BaselineScales, seed: int):
     reference = {level: int(a.levels[level].counts[i]) for level, i in _path_index(a, X_LEAF).items()}
     sides = []
     for tree, offset in ((a, 0), (b, 1)):
-        out = baseline_levels(tree, NO_SELECTION, scales, SeededRandomSource(seed + offset), TRIALS)
+        out = baseline_levels(tree, BASE_TAU, scales, SeededRandomSource(seed + offset), TRIALS)
         sides.append(_histogram_statistics(tree, out, scales.integer_threshold, reference))
     return audit_statistics(sides[0], sides[1], delta=DELTA)
 
@@ -239,15 +289,20 @@ def _baseline_patterns(scales: BaselineScales) -> dict[str, dict[str, int]]:
 
 @pytest.mark.parametrize("pattern", ["path_shift", "leaf_at_threshold"])
 def test_baseline_histograms_pass_audit(pattern: str) -> None:
-    """The baseline's released per-level histograms show no loss above the final ε."""
+    """The baseline's released per-level histograms show no loss above the final ε, and the audit
+    is tight, as the proof is (measured 0.93 and 0.92; asserted >= 0.8ε, so a 2× break exceeds ε)."""
     result = _audit_baseline(_baseline_patterns(BASE)[pattern], BASE, seed=sum(map(ord, pattern)) + 1)
-    assert result.epsilon_lb <= EPSILON, result
+    print(f"baseline {pattern}: eps_lb={result.epsilon_lb:.3f} ({result.statistic})")
+    assert 0.8 * EPSILON <= result.epsilon_lb <= EPSILON, result
 
 
-def test_audit_flags_baseline_with_noise_divided_by_8() -> None:
-    """The baseline with its Laplace scale divided by 8 is flagged."""
-    broken = BaselineScales(BASE.scale / 8, BASE.threshold)
-    result = _audit_baseline(_baseline_patterns(broken)["path_shift"], broken, seed=77)
+@pytest.mark.parametrize("by", [2, 8])
+def test_audit_flags_baseline_with_noise_divided(by: int) -> None:
+    """The baseline with its Laplace scale halved (a 2× break) or divided by 8 is flagged
+    (α = 1e-3 per bound, fixed seeds; measured in the module docstring)."""
+    broken = BaselineScales(BASE.scale / by, BASE.threshold)
+    result = _audit_baseline(_baseline_patterns(broken)["path_shift"], broken, seed=77 + by)
+    print(f"baseline noise / {by}: eps_lb={result.epsilon_lb:.3f}")
     assert result.epsilon_lb > EPSILON, result
 
 

@@ -143,7 +143,10 @@ def test_lue_dptree_release_passes_audit(rule: str, case: str) -> None:
     """Adding one element shows no privacy loss above ε in the released node values."""
     budgets = _budgets(rule)
     result = _audit(budgets, budgets, CASES[case], seed=SEEDS[(rule, case)])
-    assert result.epsilon_lb <= EPSILON, result
+    print(f"lue-dptree {rule} {case}: eps_lb={result.epsilon_lb:.3f}")
+    # measured 0.91, 0.94, 0.96 and 0.55 (uniform rule, shortest path: its budget is spread over
+    # levels the path does not use): the audit is not vacuous
+    assert 0.5 * EPSILON <= result.epsilon_lb <= EPSILON, result
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -41,7 +41,8 @@ with probability <= 2e-3 (seeds are fixed: :func:`.audit_tools.stable_seed`). Th
 sum of all released values instead is far weaker (broken ``uniform_shift``: 2.77 against the
 LLR's 4.75; ``one_counter``: 0.22).
 
-Broken variant ``one_d``: every node's sketch released as if h were 4 — the 1-D calibration of one
+Broken variants: ``half_h`` (the window calibrated for h := H/2 = 12, every scale about halved —
+a 2× error) and ``one_d``: every node's sketch released as if h were 4 — the 1-D calibration of one
 byte-level side — i.e. ``release_level(..., h=4)`` and ``WindowCalibration.of(params, 4)`` (per
 sketch (ε_r/4, δ/4): noise scales 6× too small). ``release_sketch`` itself refuses a level above
 its h, so the variant is the same core at h = 4 (``test_audited_core_is_what_the_pair_release_draws``
@@ -69,11 +70,26 @@ uniform_shift   3       0.66    4.75
 isolated_pair   1       0.06    4.40
 =============== ======= ======= ==============
 
-Over two further seeds each, ``one_d`` measured 3.86 and 4.05 (one_counter), 4.28–4.88
-(uniform_shift): the break is missed only if the bound falls by 0.67 (one_counter, about 3
-seed-to-seed standard deviations), and a false alarm needs a 4.5× overshoot of the correct
-calibration's bound. The audit is not tight (0.2 ε for the correct calibration): it is made to
-flag the h := 4 mistake, which no 1-D audit exercises.
+(one_d on one_counter and uniform_shift measured so at ε = 3, before the loss audit replaced
+those two sampled flags.) The sampled audit is not tight (0.2 ε for the correct calibration).
+
+**At the defaults (ε, δ) = (1, 1e-6)** the window is audited by its privacy-loss distribution
+instead (:mod:`.loss_distribution`, :func:`loss_audit`): the H nodes differ identically, so the
+window's loss is a sum of H i.i.d. node losses (plus the size's, exactly); one node is sampled
+3·10^5 times with its exact loss, its law lowered by a DKW band (α = 1e-3) and convolved H times —
+a lower bound of the true δ(ε) curve. With 96 heavy pairs per node (they pin the shared γ, γ'):
+
+================== ============= ========== =========================
+calibration        case          ε_lb       δ_lb(ε = 1)
+================== ============= ========== =========================
+correct            uniform_shift 0.537      0 (<= δ; asserted ε_lb >= 0.5)
+h := 12 (2× break) uniform_shift 1.020      1.5e-6 > δ: flagged
+h := 4             one_counter   2.45       8.6e-3: flagged
+h := 4             uniform_shift 3.18       3.9e-2: flagged
+================== ============= ========== =========================
+
+The 2× break on one_counter measures ε_lb 0.80 (not flagged): one key's pass/fail carries its
+thresholding term only weakly; uniform_shift is the worst case, and it is flagged there.
 """
 
 from __future__ import annotations
@@ -97,7 +113,15 @@ from sketches.level_sketches import LevelSketches
 from sketches.pairs import PairHierarchy
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
-from .release_likelihood import SketchSide, log_dlap, log_tail_at_least, size_log_likelihood, sketch_log_likelihood
+from .loss_distribution import LossAudit, audit_identical_parts, size_term
+from .release_likelihood import (
+    SketchSide,
+    log_dlap,
+    log_tail_at_least,
+    size_log_likelihood,
+    sketch_log_likelihood,
+    sketch_pair_llr,
+)
 
 pytestmark = pytest.mark.audit
 
@@ -292,17 +316,90 @@ def test_pair_release_passes_audit(case: str) -> None:
     assert result.epsilon_lb <= epsilon, result
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_audit_flags_the_one_dimensional_calibration(case: str) -> None:
-    """Releasing each node's sketch at h := 4 (ε_r/4 per sketch, 6× too little noise) is flagged.
-
-    Same audit and sample sizes, α = 1e-3 per bound. Measured ε_lb, fixed seeds: 3.67 against
-    ε = 3 (one_counter), 4.75 against ε = 3 (uniform_shift), 4.40 against ε = 1 (isolated_pair,
-    δ = 1e-2: x is released at some node with probability 2.34 δ, never in B)."""
-    epsilon, _ = claim(case)
-    result = audit_pair_release(case, "one_d")
-    print(f"pair {case}, one_d: eps_lb={result.epsilon_lb:.3f} ({result.event})")
+def test_audit_flags_the_one_dimensional_calibration_on_isolated_pair() -> None:
+    """Releasing each node's sketch at h := 4 is flagged on isolated_pair by sampling: α = 1e-3 per
+    bound, δ = 1e-2; measured ε_lb 4.40 against ε = 1 (x is released at some node with probability
+    2.34 δ, never in B). The other cases' flags are the loss-distribution audits below, at the
+    default ε = 1."""
+    epsilon, _ = claim("isolated_pair")
+    result = audit_pair_release("isolated_pair", "one_d")
+    print(f"pair isolated_pair, one_d: eps_lb={result.epsilon_lb:.3f} ({result.event})")
     assert result.epsilon_lb > epsilon, result
+
+
+# ------------------------------------------------------------------- the loss distribution, at the defaults
+
+DEFAULT_EPSILON, DEFAULT_DELTA = 1.0, 1e-6  # the product's default claim
+LOSS_KEYS = 96  # heavy pairs per node: they pin down the shared γ, γ', so each node's loss nears its bound
+LOSS_TRIALS = 300_000  # draws of one node (DKW band 0.0048 at α = 1e-3)
+LOSS_H = {"correct": H, "half_h": H // 2, "one_d": ONE_D_H}  # half_h: a 2× break (every scale about halved)
+
+
+def loss_audit(case: str, name: str) -> LossAudit:
+    """The privacy-loss-distribution audit (:mod:`.loss_distribution`) of the 2-D window at the
+    defaults (ε, δ) = (1, 1e-6), for ``case``'s neighbours with ``LOSS_KEYS`` heavy pairs at the
+    threshold of calibration ``name``.
+
+    The H nodes' states differ identically (asserted: the same counters at every node, on each
+    side), their noise is independent, so the window's loss is the sum of H i.i.d. node losses
+    plus the one size release's: one node is drawn ``LOSS_TRIALS`` times from A, its exact loss
+    computed, its law lowered by DKW and convolved H times."""
+    cal = WindowCalibration.of(_params(DEFAULT_EPSILON, DEFAULT_DELTA), LOSS_H[name])
+    assert cal.size_releases == 1
+    nb = build(case, [cal.scales.integer_threshold] * LOSS_KEYS)
+    check_neighbours(nb)
+    for side in (nb.a, nb.b):
+        node_counts = {tuple(sorted(sk.counters().values())) for _, sk in side.items()}
+        assert len(node_counts) == 1  # every node the same state: the parts are identical
+    node_a, node_b = nb.a.sketch(2), nb.b.sketch(2)
+    ca, cb = node_a.counters(), node_b.counters()
+    keys = sorted(ca)
+    source = SeededRandomSource(np.random.default_rng(stable_seed("pair-loss", case, name)))
+    passed, values = release_arrays(np.array([ca[k] for k in keys], dtype=np.int64), cal.scales, source, LOSS_TRIALS)
+    losses = sketch_pair_llr(keys, passed, values, ca, cb, cal.scales)
+    s = cal.scales
+    assert s.gamma_release is not None and s.w_release is not None
+    bound = 1 / s.gamma + 1 / s.gamma_release if case == "uniform_shift" else 1 / s.w + 1 / s.w_release
+    return audit_identical_parts(
+        losses, H, floor=-bound * (1 + 1e-9), delta=DEFAULT_DELTA, exact_terms=[size_term(cal.size_scale)]
+    )
+
+
+def test_pair_release_at_the_defaults_passes_the_loss_audit() -> None:
+    """At (1, 1e-6) the correct calibration's δ lower bound at ε is within δ, and the audit is not
+    vacuous: it proves a loss of at least 0.5ε with more than δ (measured ε_lb 0.536; the DKW band
+    fails with probability <= 1e-3, the seed is fixed)."""
+    audit = loss_audit("uniform_shift", "correct")
+    print(
+        f"pair loss audit, correct: delta_lb(eps)={audit.delta_at(DEFAULT_EPSILON):.3g}, eps_lb={audit.epsilon_lb():.3f}"
+    )
+    assert audit.delta_at(DEFAULT_EPSILON) <= DEFAULT_DELTA
+    assert audit.epsilon_lb() >= 0.5 * DEFAULT_EPSILON
+
+
+def test_loss_audit_flags_the_calibration_for_half_the_nodes() -> None:
+    """Calibrating the window for h := H/2 = 12 (every node's noise about halved: worst-case loss
+    2ε) is a violation at the defaults: δ(ε) > δ. Measured δ_lb(1) = 1.49e-6 > 1e-6 (ε_lb 1.019;
+    the correct calibration 0.536) on uniform_shift, fixed seed, DKW at α = 1e-3. On one_counter
+    this break measures ε_lb 0.80 only: a node's pass/fail of one key carries its thresholding term
+    weakly, so the sum of 24 node losses stays concentrated — uniform_shift is the worst case."""
+    audit = loss_audit("uniform_shift", "half_h")
+    print(
+        f"pair loss audit, h := 12: delta_lb(eps)={audit.delta_at(DEFAULT_EPSILON):.3g}, eps_lb={audit.epsilon_lb():.3f}"
+    )
+    assert audit.delta_at(DEFAULT_EPSILON) > DEFAULT_DELTA
+
+
+@pytest.mark.parametrize("case", ["one_counter", "uniform_shift"])
+def test_loss_audit_flags_the_one_dimensional_calibration(case: str) -> None:
+    """Releasing each node at h := 4 (6× too little noise) is a violation at the defaults, on both
+    cases (the sampled audit measures only 1.04 / 1.28 at ε = 1). Measured ε_lb 2.45 and 3.18, δ_lb(1)
+    8.6e-3 and 3.9e-2; fixed seeds, DKW at α = 1e-3."""
+    audit = loss_audit(case, "one_d")
+    print(
+        f"pair loss audit {case}, h := 4: delta_lb(eps)={audit.delta_at(DEFAULT_EPSILON):.3g}, eps_lb={audit.epsilon_lb():.3f}"
+    )
+    assert audit.delta_at(DEFAULT_EPSILON) > DEFAULT_DELTA
 
 
 def worst_case_loss(case: str, cal: WindowCalibration) -> float:

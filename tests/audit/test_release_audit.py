@@ -120,6 +120,12 @@ def _divided(scales: ReleaseScales, by: float) -> ReleaseScales:
     )
 
 
+# What each pattern's ε_lb must reach, so that the audit is not vacuous (measured over both
+# calibrations and variants: one_differs 0.37–0.79, all_shift 0.46–0.98, all_shift_near_threshold
+# 0.85–0.98). ``enters`` costs only δ (ε_lb 0 by design): its check is the exact δ computation.
+_LOWER = {"one_differs": 0.3, "all_shift": 0.4, "all_shift_near_threshold": 0.8, "enters": -math.inf}
+
+
 @pytest.mark.parametrize("calibration", ["tight", "paper"])
 @pytest.mark.parametrize("variant", ["fresh", "reuse"])
 @pytest.mark.parametrize("pattern", ["one_differs", "all_shift", "all_shift_near_threshold", "enters"])
@@ -137,7 +143,7 @@ def test_release_level_passes_audit(calibration: str, variant: str, pattern: str
     seed = stable_seed(variant, pattern) if calibration == "paper" else stable_seed(calibration, variant, pattern)
     result = _audit(scales, counts_a, counts_b, focus, seed=seed)
     print(f"release_level {calibration} {variant} {pattern}: eps_lb={result.epsilon_lb:.3f} ({result.statistic})")
-    assert result.epsilon_lb <= EPSILON, result
+    assert _LOWER[pattern] * EPSILON <= result.epsilon_lb <= EPSILON, result
 
 
 @pytest.mark.parametrize("variant", ["fresh", "reuse"])
@@ -253,7 +259,8 @@ def test_stream_size_release_passes_audit() -> None:
     ε only if a Clopper–Pearson bound fails, probability <= 2e-3 for a random seed (α = 1e-3 per
     bound); the seed is fixed."""
     result = _size_audit(size_scale(epsilon=EPSILON, h=1), seed=31)
-    assert result.epsilon_lb <= EPSILON, result
+    print(f"stream size: eps_lb={result.epsilon_lb:.3f}")
+    assert 0.9 * EPSILON <= result.epsilon_lb <= EPSILON, result  # measured 0.988
 
 
 def test_audit_flags_stream_size_with_noise_divided_by_8() -> None:

@@ -65,7 +65,7 @@ from privacy.stream_size import size_scale
 from privacy.window import release_sketch, release_window
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
-from .release_likelihood import SketchSide, log_dlap, log_tail_at_least, size_log_likelihood, sketch_log_likelihood
+from .release_likelihood import log_dlap, log_tail_at_least, size_log_likelihood, sketch_pair_llr
 from .window_neighbours import CASES, HIERARCHY, PARTITIONS, Neighbours, build, check_neighbours
 
 pytestmark = pytest.mark.audit
@@ -153,14 +153,8 @@ def _sketch_llr(
     sk_a, sk_b = nb.a.sketch(level, partition), nb.b.sketch(level, partition)
     ca, cb = sk_a.counters(), sk_b.counters()
     own = sk_a if side == "a" else sk_b
-    keys, passed_own, values_own, sizes = _draw_sketch(own.counters(), own.total, cal, source, trials)
-    union = sorted(set(ca) | set(cb))
-    where = [union.index(k) for k in keys]
-    passed = np.zeros((trials, len(union)), dtype=bool)
-    values = np.zeros((trials, len(union)), dtype=np.int64)
-    passed[:, where], values[:, where] = passed_own, values_own
-    llr = sketch_log_likelihood(passed, values, SketchSide.of(ca, union), cal.scales)
-    llr -= sketch_log_likelihood(passed, values, SketchSide.of(cb, union), cal.scales)
+    keys, passed, values, sizes = _draw_sketch(own.counters(), own.total, cal, source, trials)
+    llr = sketch_pair_llr(keys, passed, values, ca, cb, cal.scales)
     llr += size_log_likelihood(sizes, sk_a.total, cal.size_scale) - size_log_likelihood(
         sizes, sk_b.total, cal.size_scale
     )
@@ -207,8 +201,9 @@ def test_window_release_passes_audit(case: str, name: str) -> None:
     result = audit_window(case, name)
     print(f"window {case}, {name}: eps_lb={result.epsilon_lb:.3f} ({result.event})")
     assert result.epsilon_lb <= EPSILON, result
-    if case == "all_shift":  # the audit is tight enough for a 2x break to exceed ε
-        assert result.epsilon_lb > 0.4 * EPSILON, result
+    # not vacuous: on all_shift tight enough for a 2x break to exceed ε; one_differs measures
+    # 0.21–0.40; enters costs only δ (ε_lb ≈ 0 by design; its check is the exact δ computation)
+    assert result.epsilon_lb >= {"all_shift": 0.4, "one_differs": 0.15, "enters": -math.inf}[case] * EPSILON, result
 
 
 def test_audit_flags_halved_noise() -> None:
