@@ -254,7 +254,13 @@ def logged_state_sizes(log_dir: Path) -> list[str]:
     return re.findall(r"Completed checkpoint \d+ for job \w+ \(\d+ bytes|restor\w* from state handle.*\d+ bytes", logs)
 
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+# A number is a run of digits not inside a longer one: letters and underscores may touch it
+# (``12347ms``, ``count_12347``, ``n12347``), another digit or a decimal point before it may not.
+_NUMBER = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\d)")
+# random identifiers (UUIDs, hex ids of 16+ digits) hold digit runs that are not numbers
+_IDS = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-fA-F]{16,}\b"
+)
 
 
 _TIMES = re.compile(
@@ -268,11 +274,11 @@ def mask_times(text: str) -> str:
 
 
 def number_tokens(text: str) -> set[float]:
-    """Every number in ``text`` (times of day masked first) as a float (``12347``, ``12347.0``,
-    ``12,347``, ``1.2347e4`` alike): the leak scans compare exact counts against these, so no print
-    format hides one."""
+    """Every number in ``text`` (times of day and random ids masked first) as a float (``12347``,
+    ``12347.0``, ``12,347``, ``1.2347e4`` alike, and glued to letters: ``12347ms``,
+    ``count_12347``): the leak scans compare exact counts against these, so no print format hides one."""
     out = set()
-    for token in _NUMBER.findall(mask_times(text)):
+    for token in _NUMBER.findall(_IDS.sub("<id>", mask_times(text))):
         try:
             out.add(float(token.replace(",", "")))
         except ValueError:

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import subprocess
-import threading
 import time
 import urllib.request
 from datetime import datetime
@@ -37,6 +36,7 @@ import pytest
 from connectors.kafka_io import _open_client, pack_ipv4
 from tests.e2e.jobs import DPHHH, JOB, interrupt, live_origin, publish, sleep_until, wait_for, write_config
 from tests.e2e.net import free_port
+from tests.e2e.observables import Watch, topic_reader
 
 pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
 
@@ -46,44 +46,6 @@ WINDOWS = 12  # measured windows: even ones loaded, odd ones empty
 SCHEDULE = 60  # the job's schedule (windows): room for its start-up before the measured windows
 LOADED = 100_000  # elements per loaded window
 TOLERANCE_MS = 20
-
-
-class Watch(threading.Thread):
-    """Polls one surface until stopped; ``seen[window start] = wall time (s) first seen``."""
-
-    def __init__(self, name: str, poll) -> None:
-        super().__init__(daemon=True, name=name)
-        self.poll = poll
-        self.seen: dict[int, float] = {}
-        self.stop_event = threading.Event()
-        self.errors = 0
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                for window, at in self.poll():
-                    self.seen.setdefault(window, at)
-            except Exception:  # a surface not up yet (the dashboard, the metrics endpoint)
-                self.errors += 1
-                time.sleep(0.01)
-
-
-def _topic_reader(options: dict, topic: str, isolation: str):
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level=isolation)
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-
-    def poll():
-        out = []
-        for records in consumer.poll(timeout_ms=5).values():
-            now = time.time()
-            out += [(json.loads(r.value)["window"]["start_ms"], now) for r in records]
-        return out
-
-    return poll
 
 
 def _end_offset_reader(options: dict, topic: str, origin: int):
@@ -196,8 +158,8 @@ def test_empty_and_loaded_windows_become_visible_at_the_same_time_on_every_surfa
     ledger = tmp_path / "ledger"
     latencies: dict[int, float] = {}
     watches = {
-        "reports topic, read_committed": _topic_reader(options, topic, "read_committed"),
-        "reports topic, read_uncommitted": _topic_reader(options, topic, "read_uncommitted"),
+        "reports topic, read_committed": topic_reader(options, topic, "read_committed"),
+        "reports topic, read_uncommitted": topic_reader(options, topic, "read_uncommitted"),
         "reports topic, end offset": _end_offset_reader(options, topic, origin),
         "reports file": _file_reader(tmp_path / "reports.jsonl"),
         "dphhh run output": _stdout_reader(job.stdout),

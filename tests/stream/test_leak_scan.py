@@ -16,13 +16,25 @@ def test_every_format_of_a_count_is_found() -> None:
         "12,347 elements",
         "1.2347e+04",
         '"out_of_domain": 3331.0, "n": 12347',
+        "took 12347ms",
+        "count_12347",
+        "x12347y",
+        "a,12347",
     ):
         assert leaked_counts(text, [12347, 999]) == {12347}, text
 
 
 def test_near_misses_are_not_counts() -> None:
     """Other numbers that merely contain the digits are not flagged (the scan stays usable on logs)."""
-    for text in ("123470", "x12347y", "1.12347", "v0.12347", "2026-12-01 08:57:12,347 INFO", "at 12:34:56.12347"):
+    for text in (
+        "123470",
+        "1.12347",
+        "v0.12347",
+        "2026-12-01 08:57:12,347 INFO",
+        "at 12:34:56.12347",
+        "job 3f2a9c0012347bd1e0f3a9c0012347bd",  # a random hex id, not a number
+        "session=0b12347e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+    ):
         assert not leaked_counts(text, [12347]), text
     assert mask_times("2026-12-01 08:57:10,744 INFO") == "<time> INFO"
     assert number_tokens("a 5, b 6.5, c -7") == {5.0, 6.5, -7.0}

@@ -1,0 +1,309 @@
+"""The differential harness: what a user of a deployment can observe, made comparable across runs
+(docs/ALGORITHMS.md §0.1).
+
+Two runs of the job on neighbouring inputs X and X + e must show the same observables apart from the
+noisy report values. This module turns each surface into something two runs can be compared on:
+
+* **report visibility** — :class:`Watch` polls a surface (a ``read_committed`` reader of the reports
+  topic: :func:`topic_reader`) and records when each window's report is first seen;
+* **metrics** — :class:`MetricSampler` scrapes Prometheus endpoints at fixed wall-clock instants
+  *during* the run (both runs share one schedule, so their samples are taken at the same moments);
+  :func:`metric_series` keys every series by its name and **all** its labels, only run-specific label
+  values masked (two series that differ in any other label stay two series);
+* **logs** — :func:`masked_log_lines` masks times, durations, ids, ports and run-specific names and
+  nothing else (a count stays visible, glued to letters or not); :func:`log_differences` compares
+  two runs' log records — WARN and ERROR of every logger, INFO of the connectors, the Kafka clients
+  and the job's own code — as multisets (a line repeated once more is a difference),
+  leaving out only lines whose presence or number follows timing, each listed with its reason in
+  :data:`TIMING_LINES`; :func:`read_logs` refuses an empty glob (empty vs empty would pass).
+
+The negative controls (a planted count, a repeated warning, a label-only difference, a gauge moving
+mid-run, an empty log folder) are plain tests in ``tests/stream/test_observables_harness.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+__all__ = [
+    "TIMING_LINES",
+    "MetricSampler",
+    "Watch",
+    "log_differences",
+    "log_records",
+    "phases",
+    "masked_log_lines",
+    "metric_series",
+    "read_logs",
+    "topic_reader",
+]
+
+
+class Watch(threading.Thread):
+    """Polls one surface until stopped; ``seen[window start] = wall time (s) first seen``."""
+
+    def __init__(
+        self,
+        name: str,
+        poll: Callable[[], Iterable[tuple[int, float]]],
+        *,
+        start_at: float | None = None,
+        interval_s: float = 0.0,
+    ) -> None:
+        """``start_at``: wall time (s) of the first poll; ``interval_s``: pause between polls (a
+        busy poller takes CPU from the jobs it watches on a 2-core machine)."""
+        super().__init__(daemon=True, name=name)
+        self.poll = poll
+        self.seen: dict[int, float] = {}
+        self.stop_event = threading.Event()
+        self.errors = 0
+        self.start_at = start_at
+        self.interval_s = interval_s
+
+    def run(self) -> None:
+        if self.start_at is not None:
+            self.stop_event.wait(max(0.0, self.start_at - time.time()))
+        while not self.stop_event.is_set():
+            if self.interval_s:
+                self.stop_event.wait(self.interval_s)
+            try:
+                for window, at in self.poll():
+                    self.seen.setdefault(window, at)
+            except Exception:  # a surface not up yet (the dashboard, the metrics endpoint)
+                self.errors += 1
+                time.sleep(0.01)
+
+
+def topic_reader(options: dict, topic: str, isolation: str) -> Callable[[], list[tuple[int, float]]]:
+    """A poll function for :class:`Watch`: (window start, wall time seen) of each report on partition
+    0 of ``topic``, read with ``isolation`` (``read_committed`` or ``read_uncommitted``)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from connectors.kafka_io import _open_client
+
+    consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level=isolation)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+
+    def poll() -> list[tuple[int, float]]:
+        out = []
+        for records in consumer.poll(timeout_ms=5).values():
+            now = time.time()
+            out += [(json.loads(r.value)["window"]["start_ms"], now) for r in records]
+        return out
+
+    return poll
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", re.M)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+#: label values that name the run, not the data: Flink's ids of the job, task attempts and task
+#: manager, the host, and the job's name (each run has its own)
+RUN_LABELS = ("job_id", "task_attempt_id", "tm_id", "host", "job_name", "task_attempt_num")
+
+
+def metric_series(text: str, run_labels: Iterable[str] = RUN_LABELS) -> dict[str, float]:
+    """Every series of a Prometheus exposition: ``name{label=value,…}`` (all labels, sorted; the
+    values of ``run_labels`` masked) → value. Two series differing in any other label stay apart."""
+    masked = set(run_labels)
+    out: dict[str, float] = {}
+    for name, labels, value in _SAMPLE.findall(text):
+        kv = sorted((k, "<run>" if k in masked else v) for k, v in _LABEL.findall(labels or ""))
+        key = name + "{" + ",".join(f"{k}={v}" for k, v in kv) + "}"
+        if key in out:
+            raise AssertionError(f"metric_series: two series map to {key}: a label the mask merges")
+        out[key] = float(value)
+    return out
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode("utf-8", "replace")
+
+
+class MetricSampler(threading.Thread):
+    """Scrapes ``ports`` at each wall-clock instant of ``at`` (seconds since the epoch); ``samples[i]``
+    is ``{port: exposition text}`` at ``at[i]`` (a port not answering yet gives ``""``)."""
+
+    def __init__(self, ports: Iterable[int], at: Iterable[float]) -> None:
+        super().__init__(daemon=True, name="metric-sampler")
+        self.ports = list(ports)
+        self.at = list(at)
+        self.samples: list[dict[int, str]] = []
+
+    def run(self) -> None:
+        for instant in self.at:
+            time.sleep(max(0.0, instant - time.time()))
+            sample = {}
+            for port in self.ports:
+                try:
+                    sample[port] = scrape(port)
+                except OSError:
+                    sample[port] = ""
+            self.samples.append(sample)
+
+
+# --------------------------------------------------------------------------------------------- logs
+
+_TIMES = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+)
+#: (pattern, replacement): times, durations, ids, ports and process-local handles — never a count
+_MASKS = [
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"@[0-9a-f]{4,}\b"), "@<hash>"),
+    (re.compile(r"\b[0-9a-f]{16,}(_[0-9a-f]+)*(_\d+)*\b"), "<id>"),
+    (re.compile(r"minicluster_[0-9a-f]+"), "minicluster_<id>"),
+    (re.compile(r"\b\d+(\.\d+)? ?(ms|s|seconds)\b"), "<duration>"),
+    (re.compile(r"(127\.0\.0\.1|localhost|0\.0\.0\.0):\d+"), r"\1:<port>"),
+    (re.compile(r"<-\d+\]"), "<-<port>]"),  # a client socket's local port
+    (re.compile(r"(laddr|raddr)=\('([\d.]+)', \d+\)"), r"\1=('\2', <port>)"),
+    (re.compile(r"\bfd=\d+"), "fd=<n>"),
+    (re.compile(r"\bport \d+"), "port <port>"),
+    (re.compile(r"--options_id=[\d.]+"), "--options_id=<n>"),
+    (re.compile(r"\b(checkpoint|Checkpoint) \d+"), r"\1 <n>"),
+    (re.compile(r"\) @ \d{13}\b"), ") @ <epoch-ms>"),  # a checkpoint's trigger time
+    (re.compile(r"time in queue: \d+"), "time in queue: <duration>"),
+    (re.compile(r"(pekko://flink/user/rpc/\w+?)_\d+"), r"\1_<n>"),  # endpoint numbers follow start order
+    (re.compile(r"ProducerId set to \d+ with epoch \d+"), "ProducerId set to <id> with epoch <n>"),
+    (re.compile(r"(kafka-python-(?:producer|consumer|admin))-\d+"), r"\1-<n>"),
+    (re.compile(r"/tmp/tmp\w+(/tmp\w+)*"), "/tmp/<tmp>"),  # Python's temporary files
+    (re.compile(r"object at 0x[0-9a-f]+"), "object at <addr>"),
+]
+
+#: Lines whose presence or number follows timing, not the data; each with its reason. A line left
+#: out here must be such that no input could change it (it is about the run's clock, not its data).
+TIMING_LINES: dict[str, str] = {
+    "Triggering checkpoint <n>": "periodic checkpoints: how many fall in the run follows its duration",
+    "Completed checkpoint <n>": "as above",
+    "checkpoint request time in queue": "as above",
+    "Failed to trigger or complete checkpoint <n>": "a periodic checkpoint the final savepoint overtakes",
+    "Received resource requirements from job": "the slot manager logs each poll of requirements it sees",
+    "Error cleaning up servers urn": "Beam's clean-up of a worker environment racing the worker's exit",
+    "Failed to close release connections with type": "the Kafka client's close racing its network thread",
+    "Name collision: Group already contains a Metric with the name": (
+        "Flink's metric registration of the sinks' committers, once per (re)registration: follows start-up timing"
+    ),
+    "kafka/net/transport.py": "kafka-python's connections: opened and closed as its network thread is scheduled",
+    "kafka/net/connection.py": "as above",
+    "kafka/cluster.py": "kafka-python's metadata refreshes, on its own timer",
+    "kafka/conn.py": "as above",
+    "kafka/client_async.py": "as above",
+    "Starting RPC endpoint for": "the order in which the MiniCluster's endpoints start (numbered by it)",
+    "Received confirmation of leadership for leader": "as above",
+    "Registering job manager": "the job manager's registration at the resource manager, retried under load",
+    "Registered job manager": "as above",
+    "Failed to trigger checkpoint for job": "a periodic checkpoint due before every task is running (start-up)",
+    "has been notified as aborted": "as above",
+    "Checkpoint Coordinator is suspending": "a periodic checkpoint the stop-with-savepoint overtakes",
+    "Decline checkpoint <n> by task": "a periodic checkpoint reaching a task that is starting or closing",
+    "failed due to org.apache.flink.runtime.checkpoint.CheckpointException": "as above",
+    "It is blocking the event loop": "kafka-python's own watchdog of its event loop's scheduling",
+}
+
+
+def masked_log_lines(text: str, run: dict[str, str]) -> list[str]:
+    """Log lines with ``run``'s names replaced by their aliases, then times, durations, ids, ports and
+    handles masked (:data:`_MASKS`); blank lines dropped. Counts are never masked."""
+    for real, alias in run.items():
+        text = text.replace(real, alias)
+    text = _TIMES.sub("<time>", text)
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
+def log_records(lines: list[str]) -> list[str]:
+    """Lines grouped into log records: a line starting with a (masked) time begins a record; the
+    lines after it that do not (stack traces, dumps) belong to it."""
+    records: list[str] = []
+    for line in lines:
+        if line.startswith("<time>") or not records:
+            records.append(line)
+        else:
+            records[-1] += "\n" + line
+    return records
+
+
+#: the job's steady phase in its log: after the last task reached RUNNING, before the final
+#: stop-with-savepoint is triggered
+STEADY_FROM = "switched from INITIALIZING to RUNNING"
+STEADY_UNTIL = "(type=SavepointType"
+
+
+def phases(records: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(start-up, steady, shutdown) records of one run's log (:data:`STEADY_FROM`, :data:`STEADY_UNTIL`)."""
+    heads = [r.split("\n", 1)[0] for r in records]
+    start = max((i for i, h in enumerate(heads) if STEADY_FROM in h), default=-1) + 1
+    stop = next((i for i, h in enumerate(heads) if STEADY_UNTIL in h and i >= start), len(records))
+    return records[:start], records[start:stop], records[stop:]
+
+
+#: loggers whose INFO records are compared (over the steady phase): the connectors (Flink's Kafka
+#: source logs offsets at INFO), the Kafka clients, and the job's own code. The INFO records of every
+#: other logger — Flink's runtime and Beam's runners on both sides narrating task, slot, checkpoint
+#: and bundle-processor bookkeeping at a pace set by the scheduling of two jobs on one machine (seen:
+#: checkpoints declined by closing tasks, extra state channels, bundle descriptors) — are compared
+#: at WARN and ERROR only, as in the start-up and shutdown phases; the counts Flink's runtime logs at
+#: INFO (checkpoint sizes, restored offsets) are checked by the leak scans of ``tests/e2e/jobs.py``.
+INFO_LOGGERS = (
+    " org.apache.flink.connector.",
+    " org.apache.kafka.",
+    "/stream/",
+    "/connectors/",
+    "/privacy/",
+    "/sketches/",
+    " dphhh",
+)
+
+
+def _is_compared_info(record: str) -> bool:
+    head = record.split("\n", 1)[0]
+    return " INFO " in head and any(p in head for p in INFO_LOGGERS)
+
+
+def _is_warning(record: str) -> bool:
+    head = record.split("\n", 1)[0]
+    return " WARN " in head or " ERROR " in head
+
+
+def log_differences(x: list[str], y: list[str], timing: dict[str, str] = TIMING_LINES) -> tuple[Counter, Counter]:
+    """(records more often in x, records more often in y) of two runs' masked log lines, as
+    multisets of log records (:func:`log_records`; a record repeated once more is a difference),
+    leaving out the records whose first line holds an entry of ``timing``.
+
+    Every level is compared over the job's steady phase (:func:`phases`: from the moment every task
+    runs to the final stop) — WARN and ERROR of every logger, INFO of :data:`INFO_LOGGERS` (DEBUG is
+    not logged). Its start-up and shutdown phases are compared at WARN and ERROR only:
+    at INFO they narrate the MiniCluster's own lifecycle — registrations, checkpoints declined while
+    tasks start or close, the order in which its services disconnect — whose lines follow the two
+    jobs' scheduling on a shared machine, not their input."""
+
+    def kept(lines: list[str]) -> Counter:
+        startup, steady, shutdown = phases(log_records(lines))
+        records = [r for r in startup + shutdown if _is_warning(r)]
+        records += [r for r in steady if _is_warning(r) or _is_compared_info(r)]
+        return Counter(r for r in records if not any(t in r.split("\n", 1)[0] for t in timing))
+
+    cx, cy = kept(x), kept(y)
+    return cx - cy, cy - cx
+
+
+def read_logs(folder: Path, pattern: str = "*") -> str:
+    """The text of every file matching ``pattern`` in ``folder``; AssertionError if there is none or
+    all are empty (a comparison of two empty logs proves nothing)."""
+    files = sorted(p for p in folder.glob(pattern) if p.is_file())
+    text = "".join(p.read_text(errors="replace") for p in files)
+    if not text.strip():
+        raise AssertionError(f"read_logs: no log text in {folder}/{pattern} ({len(files)} files)")
+    return text
