@@ -365,7 +365,14 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         printer = ReportPrinter(cfg, render)
         printer.start()
         wait_for_job(client, timeout_s=600)
-        time.sleep(1.0)
+        # the job has committed every report: wait until the printer has shown them all (its
+        # reader may still be fetching the last transaction), not a fixed pause
+        committed = sum(
+            1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.reports_topic"], idle_timeout_s=2)
+        )
+        deadline = time.monotonic() + 60
+        while printer.count < committed and time.monotonic() < deadline:
+            time.sleep(0.05)
         printer.stop()
         published, printer = printer.count, None
         dead = sum(

@@ -52,6 +52,7 @@ from tests.e2e.jobs import (
     write_config,
 )
 from tests.e2e.net import free_port
+from tests.e2e.observables import metric_series
 from tests.e2e.prom import prometheus_query
 
 WINDOW = 10_000
@@ -426,6 +427,14 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
         final = origin + 5 * size  # windows 0..4 reported (3 and 4 empty)
         wait_for(
             lambda: any(json.loads(r)["window"]["start_ms"] >= final - size for r in reports(cfg)), 180, "five reports"
+        )
+        # the Python operators' counters reach the job's endpoint when their bundle ends, which may
+        # be after the report is readable: await the release counter (a condition, not a pause)
+        released = "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
+        wait_for(
+            lambda: sum(v for k, v in metric_series(_scrape(job_port)).items() if k.startswith(released + "{")) >= 5,
+            60,
+            "the release counter on the job's endpoint",
         )
         scraped = {port: _scrape(port) for port in (job_port, report_port)}
         names = {port: exported_names(text) for port, text in scraped.items()}
