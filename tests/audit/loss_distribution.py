@@ -28,6 +28,7 @@ confidence 1 − α). The audit's ε lower bound is ``ε_lb = max{ε' : δ_lb(ε
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,7 @@ def audit_identical_parts(
     *,
     floor: float,
     delta: float,
-    exact_terms: list[tuple[np.ndarray, np.ndarray]] = (),  # type: ignore[assignment]
+    exact_terms: Sequence[tuple[np.ndarray, np.ndarray]] = (),
     step: float = 1e-4,
     alpha: float = ALPHA,
 ) -> LossAudit:

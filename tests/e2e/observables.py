@@ -32,6 +32,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tests.e2e.jobs import mask_times
+
 __all__ = [
     "TIMING_LINES",
     "MetricSampler",
@@ -41,6 +43,8 @@ __all__ = [
     "phases",
     "masked_log_lines",
     "metric_series",
+    "metric_total",
+    "scrape",
     "read_logs",
     "topic_reader",
 ]
@@ -126,6 +130,11 @@ def metric_series(text: str, run_labels: Iterable[str] = RUN_LABELS) -> dict[str
     return out
 
 
+def metric_total(text: str, name: str) -> float:
+    """The sum of every series of metric ``name`` in an exposition (all label values)."""
+    return sum(v for k, v in metric_series(text).items() if k.split("{")[0] == name)
+
+
 def scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         return response.read().decode("utf-8", "replace")
@@ -155,9 +164,6 @@ class MetricSampler(threading.Thread):
 
 # --------------------------------------------------------------------------------------------- logs
 
-_TIMES = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
-)
 #: (pattern, replacement): times, durations, ids, ports and process-local handles — never a count
 _MASKS = [
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
@@ -217,7 +223,7 @@ def masked_log_lines(text: str, run: dict[str, str]) -> list[str]:
     handles masked (:data:`_MASKS`); blank lines dropped. Counts are never masked."""
     for real, alias in run.items():
         text = text.replace(real, alias)
-    text = _TIMES.sub("<time>", text)
+    text = mask_times(text)
     for pattern, replacement in _MASKS:
         text = pattern.sub(replacement, text)
     return [line.rstrip() for line in text.splitlines() if line.strip()]

@@ -69,6 +69,7 @@ from tests.e2e.observables import (
     log_differences,
     masked_log_lines,
     metric_series,
+    metric_total,
     read_logs,
     scrape,
     topic_reader,
@@ -191,10 +192,6 @@ def _resolve(value: bytes, origin: int) -> bytes:
     return value
 
 
-def _total(text: str, name: str) -> float:
-    return sum(v for k, v in metric_series(text).items() if k.split("{")[0] == name)
-
-
 def _metrics(job_text: str, report_text: str) -> tuple[set[str], dict[str, float]]:
     """Metric names of both endpoints, and the values of every series (all labels, run ids masked)
     not derived from published reports: the job's counters and gauges, `dphhh run`'s operational
@@ -295,7 +292,9 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
     # during the hold: every window released — and counted: the Python workers' counters reach the
     # reporter with their bundles, which may end just after a report is readable (a condition, awaited)
     released = "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
-    wait_for(lambda: f"{released}{{" in (t := scrape(job_port)) and _total(t, released) >= WINDOWS, 30, "the counters")
+    wait_for(
+        lambda: f"{released}{{" in (t := scrape(job_port)) and metric_total(t, released) >= WINDOWS, 30, "the counters"
+    )
     scraped = (scrape(job_port), scrape(report_port))
     job.wait(timeout=120)
     exited = time.time()

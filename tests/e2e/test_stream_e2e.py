@@ -52,7 +52,7 @@ from tests.e2e.jobs import (
     write_config,
 )
 from tests.e2e.net import free_port
-from tests.e2e.observables import metric_series
+from tests.e2e.observables import metric_total
 from tests.e2e.prom import prometheus_query
 
 WINDOW = 10_000
@@ -432,7 +432,7 @@ def test_metrics_are_an_allow_list_with_no_raw_count_and_a_real_prometheus_scrap
         # be after the report is readable: await the release counter (a condition, not a pause)
         released = "flink_taskmanager_job_task_operator_dphhh_release_windows_released"
         wait_for(
-            lambda: sum(v for k, v in metric_series(_scrape(job_port)).items() if k.startswith(released + "{")) >= 5,
+            lambda: metric_total(_scrape(job_port), released) >= 5,
             60,
             "the release counter on the job's endpoint",
         )
