@@ -566,16 +566,18 @@ class PackedProducer:
             self._producer.close()
 
 
-def iter_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -> Iterator[tuple[int, int, bytes]]:
+def iter_to_end(
+    options: Mapping[str, Any], topic: str, stall_s: float = 30.0, isolation: str = "read_committed"
+) -> Iterator[tuple[int, int, bytes]]:
     """(partition, record timestamp, value) of every committed record of ``topic`` up to its end *now*
     (each partition's last stable offset when called), in log order within each partition. Unlike an
     idle timeout, this ends even while a live job keeps appending to the topic (its clock records);
-    ``TimeoutError`` if no record arrives for ``stall_s`` before the end is reached."""
+    ``TimeoutError`` if no record arrives for ``stall_s`` before the end is reached. With
+    ``isolation="read_uncommitted"``: every record, aborted and open transactions' too, up to the
+    partition's high watermark."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = _open_client(
-        KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
-    )
+    consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level=isolation)
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(parts)
@@ -594,10 +596,12 @@ def iter_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -
         consumer.close()
 
 
-def read_to_end(options: Mapping[str, Any], topic: str, stall_s: float = 30.0) -> list[tuple[int, bytes]]:
+def read_to_end(
+    options: Mapping[str, Any], topic: str, stall_s: float = 30.0, isolation: str = "read_committed"
+) -> list[tuple[int, bytes]]:
     """(record timestamp, value) of :func:`iter_to_end`, partition by partition in log order."""
     out: dict[int, list[tuple[int, bytes]]] = {}
-    for partition, ts, value in iter_to_end(options, topic, stall_s):
+    for partition, ts, value in iter_to_end(options, topic, stall_s, isolation):
         out.setdefault(partition, []).append((ts, value))
     return [record for p in sorted(out) for record in out[p]]
 

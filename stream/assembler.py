@@ -57,11 +57,20 @@ def encode_report(report: dict[str, Any]) -> bytes:
     return json.dumps(report, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def noise_source_factory(seed: int | None) -> Callable[[int, int, int], RandomSource]:
-    """Noise source per (window, level, partition): secure, or seeded for tests (NOT private)."""
+def noise_source_factory(seed: int | None, attempt_salt: int = 0) -> Callable[[int, int, int], RandomSource]:
+    """Noise source per (window, level, partition): secure, or seeded for tests (NOT private).
+
+    ``attempt_salt`` (tests only, ``output.test_noise_per_attempt``): a value drawn afresh by every
+    attempt of an operator and mixed into the seed, so a seeded window released again after a
+    restore draws other noise — as the secure source does — and a republished report that was
+    recomputed instead of read back from the ledger shows as a different one."""
     if seed is None:
         secure = SecureRandomSource()
         return lambda window, level, partition: secure
+    if attempt_salt:
+        return lambda window, level, partition: SeededRandomSource(
+            np.random.default_rng([seed, window & 0xFFFFFFFFFFFF, level, partition, attempt_salt])
+        )
     return lambda window, level, partition: SeededRandomSource(
         np.random.default_rng([seed, window & 0xFFFFFFFFFFFF, level, partition])
     )
@@ -83,6 +92,7 @@ class WindowAssembler:
         guard: BudgetGuard | None = None,
         secret: KeySecret | None = None,
         key_collision_delta: float = 0.0,
+        attempt_salt: int = 0,
     ) -> None:
         """``unit``/``budget``: the privacy unit and its per-window budget (``params`` are then the
         unit's calibration); ``guard``: the budget guard (``None``: every window is released);
@@ -97,7 +107,7 @@ class WindowAssembler:
         self.schedule = schedule
         self.ledger = ledger
         self.seed = seed
-        self.noise_for = noise_source_factory(seed)
+        self.noise_for = noise_source_factory(seed, attempt_salt)
 
     def report(self, window_start: int, releases: Iterable[SketchRelease]) -> tuple[bytes, bool]:
         """(report bytes, stored) for the window; ``stored`` is True when read from the ledger."""

@@ -131,6 +131,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "test_checkpoint_delay_ms": 0,  # tests only: every checkpoint takes at least this long
         "test_slow_decode_ms": 0,  # tests only: decode subtask 1 sleeps this long per batch (a lagging subtask)
         "test_hold_s": 0.0,  # tests only: a live job whose schedule ended keeps running this long before it stops
+        "test_noise_per_attempt": False,  # tests only: seeded noise drawn afresh by every attempt of an operator
         "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
         "metrics_port": 9260,  # dphhh run's Prometheus endpoint of report metrics (0 = off)
     },

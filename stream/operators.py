@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -424,7 +425,7 @@ class SketchOperator(KeyedProcessFunction):
         )
         self.windows: dict[tuple[int, int], SketchWindow] = {}  # (partition, window) → its sketches, epochs, labels
         self.loaded: set[int] = set()
-        self.noise_for = noise_source_factory(self.cfg.seed)
+        self.noise_for = noise_source_factory(self.cfg.seed, attempt_salt(self.cfg))
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
         self._warm_up()
@@ -534,8 +535,9 @@ class SketchOperator(KeyedProcessFunction):
         parts, h = self.cfg.params.partitions, self.cfg.hierarchy.h
         for level, sketch in enumerate(sketches, start=1):
             if self.dump_dir is not None:  # NON-PRIVATE test hook (output.debug_sketch_dir, seeded runs only)
-                sid = sketch_id(level, partition, parts)
-                write_private(self.dump_dir / f"window-{window}-sketch-{sid}.bin", sketch.to_bytes())
+                write_attempt(
+                    self.dump_dir, f"window-{window}-sketch-{sketch_id(level, partition, parts)}", sketch.to_bytes()
+                )
             release = release_sketch(
                 level,
                 partition,
@@ -557,6 +559,33 @@ def write_private(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def attempt_salt(cfg: JobConfig) -> int:
+    """A fresh nonzero salt for this operator attempt's seeded noise when the test hook
+    ``output.test_noise_per_attempt`` is on, else 0 (see :func:`stream.assembler.noise_source_factory`)."""
+    return secrets.randbits(62) | 1 if cfg.values["output"]["test_noise_per_attempt"] else 0
+
+
+def write_attempt(folder: Path, stem: str, data: bytes) -> Path:
+    """Write ``data`` to the first free name of ``stem`` in ``folder`` — ``stem.bin``, then
+    ``stem.attempt-1.bin``, … (0600, in a 0700 folder; never overwritten): every release attempt of a
+    window keeps its own dump, so a test can check the state of the attempt whose report the ledger
+    holds, not only the newest."""
+    private_dir(folder)
+    attempt = 0
+    while True:
+        path = folder / (f"{stem}.bin" if attempt == 0 else f"{stem}.attempt-{attempt}.bin")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            attempt += 1
+            continue
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        return path
 
 
 FATAL_FILE = "fatal.txt"
@@ -611,6 +640,7 @@ class ReleaseOperator(KeyedProcessFunction):
             self.schedule,
             ledger,
             seed=self.cfg.seed,
+            attempt_salt=attempt_salt(self.cfg),
             unit=self.cfg.unit,
             budget=self.cfg.budget,
             guard=self.cfg.guard,

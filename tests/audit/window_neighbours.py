@@ -51,10 +51,17 @@ class Neighbours:
 
 def partitions_of(address: int) -> tuple[int, ...]:
     """The partition of ``address``'s prefix at each level 1..h (docs/ALGORITHMS.md §2)."""
-    values = np.array([address], dtype=np.uint32)
-    return tuple(
-        int(partition_of(HIERARCHY, HIERARCHY.keys(values, level), level, PARTITIONS)[0])
-        for level in range(1, HIERARCHY.h + 1)
+    return tuple(int(p) for p in _partition_rows(np.array([address], dtype=np.uint32))[0])
+
+
+def _partition_rows(values: np.ndarray) -> np.ndarray:
+    """Each address's partition at each level 1..h: shape (len(values), h)."""
+    return np.stack(
+        [
+            partition_of(HIERARCHY, HIERARCHY.keys(values, level), level, PARTITIONS)
+            for level in range(1, HIERARCHY.h + 1)
+        ],
+        axis=1,
     )
 
 
@@ -62,14 +69,14 @@ def _addresses(pattern: tuple[int, ...], count: int, skip: set[int]) -> list[int
     """``count`` addresses with this partition pattern, one per /8 (first octets 2, 3, … not in
     ``skip``): in each /8 the first o.7.7.j (j = 7, 8, …) whose prefixes hash as required."""
     found = []
+    low = np.arange(7, 256, dtype=np.uint32) | np.uint32(_LOW)
     for octet in range(2, 224):
         if octet in skip:
             continue
-        address = next(
-            (a for a in ((octet << 24) | _LOW | j for j in range(7, 256)) if partitions_of(a) == pattern), None
-        )
-        if address is not None:
-            found.append(address)
+        candidates = low | np.uint32(octet << 24)
+        hits = np.flatnonzero((_partition_rows(candidates) == np.array(pattern)).all(axis=1))
+        if hits.size:
+            found.append(int(candidates[hits[0]]))
             if len(found) == count:
                 return found
     raise AssertionError(f"not enough addresses with partition pattern {pattern}")

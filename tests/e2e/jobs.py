@@ -133,16 +133,37 @@ def input_log(cfg) -> list[tuple[int, bytes]]:
     return [(ts, v) for ts, v in read_now(cfg.kafka_client_options(), cfg["kafka.input_topic"]) if not is_tick(v)]
 
 
-def dumped(tmp_path: Path, *, empty: bool = False) -> dict[tuple[int, int], MisraGries]:
-    """The NON-PRIVATE sketch dumps (``output.debug_sketch_dir``): (window, sketch id) → sketch. Every
-    sketch of every released window is dumped; those without an element only with ``empty``."""
-    out = {}
+_DUMP = re.compile(r"window-(\d+)-sketch-(\d+)(?:\.attempt-(\d+))?\.bin")
+
+
+def dump_attempts(tmp_path: Path) -> dict[tuple[int, int], list[MisraGries]]:
+    """The NON-PRIVATE sketch dumps (``output.debug_sketch_dir``) of every release attempt:
+    (window, sketch id) → its sketch at each attempt, in attempt order (a window released again after
+    a restore has more than one; the ledger holds the report of one of them)."""
+    found: dict[tuple[int, int], dict[int, MisraGries]] = {}
     for path in (tmp_path / "sketches").glob("window-*-sketch-*.bin"):
-        m = re.match(r"window-(\d+)-sketch-(\d+)\.bin", path.name)
-        sketch = MisraGries.from_bytes(path.read_bytes())
-        if sketch.total or empty:
-            out[(int(m.group(1)), int(m.group(2)))] = sketch
+        m = _DUMP.fullmatch(path.name)
+        assert m, path.name
+        attempt = int(m.group(3) or 0)
+        found.setdefault((int(m.group(1)), int(m.group(2))), {})[attempt] = MisraGries.from_bytes(path.read_bytes())
+    out = {}
+    for key, attempts in found.items():
+        assert sorted(attempts) == list(range(len(attempts))), (key, sorted(attempts))  # none lost
+        out[key] = [attempts[a] for a in sorted(attempts)]
     return out
+
+
+def dumped(tmp_path: Path, *, empty: bool = False) -> dict[tuple[int, int], MisraGries]:
+    """The first release attempt's dump of every sketch (see :func:`dump_attempts`): (window,
+    sketch id) → sketch. Every sketch of every released window is dumped; those without an element
+    only with ``empty``."""
+    return {key: first for key, (first, *_) in dump_attempts(tmp_path).items() if first.total or empty}
+
+
+def every_record(options, topic: str) -> list[tuple[int, bytes]]:
+    """(record timestamp, value) of every record ``topic`` holds — committed, aborted and still open
+    (``read_uncommitted``): what any reader of the broker could have seen — up to its end now."""
+    return read_to_end(options, topic, isolation="read_uncommitted")
 
 
 def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int, int], MisraGries]:

@@ -33,7 +33,9 @@ from tests.e2e.jobs import (
     DPHHH,
     JOB,
     dead_letters,
+    dump_attempts,
     dumped,
+    every_record,
     group_alive,
     input_log,
     interrupt,
@@ -51,6 +53,7 @@ from tests.e2e.jobs import (
     wait_for,
     write_config,
 )
+from tests.e2e.literal_reference import packed_ipv4_truth
 from tests.e2e.net import free_port
 from tests.e2e.observables import metric_total
 from tests.e2e.prom import prometheus_query
@@ -136,7 +139,10 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
     assert all(json.loads(r)["window"]["release_ms"] == schedule.release_time(s) for r, s in zip(found, starts))
 
     offline = offline_sketches(cfg, messages, schedule)
-    assert dumped(tmp_path) == offline  # the non-private state at each window's release
+    got = dumped(tmp_path)
+    assert got == offline  # the non-private state at each window's release (the oracle of the reports below)
+    truth = packed_ipv4_truth(cfg.values, base, messages)  # and the literal reference's, independently
+    assert set(got) == set(truth) and all(truth[key].matches(got[key]) for key in truth)
     level_one = range(cfg.params.partitions)
     assert sum(offline[(base, sid)].total for sid in level_one) == EXACT_SIZES[0]  # the big message too
 
@@ -227,8 +233,17 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     origin = live_origin(size, 3)
     port = free_port()
     config = _live_config(
-        tmp_path, "fail", size, origin, fail_after_window=3, checkpoint_interval_ms=1500, prometheus_port=port, seed=21
-    )  # (seeded: the sketch dumps are refused otherwise; republication is shown by its counter)
+        tmp_path,
+        "fail",
+        size,
+        origin,
+        fail_after_window=3,
+        checkpoint_interval_ms=1500,
+        prometheus_port=port,
+        seed=21,
+        test_noise_per_attempt=True,
+    )  # seeded: the sketch dumps are refused otherwise; each attempt draws other noise, so a window
+    # recomputed after the restart instead of read back from the ledger would publish another report
     cfg, producer = publish(config, [])
     job = subprocess.Popen(
         [*JOB, str(config)],
@@ -271,13 +286,16 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
     ledger = ReleaseLedger(tmp_path / "ledger")
     assert found == [ledger.get(s) for s in starts]
     assert republished >= 1  # the restarted job read the released window back from the ledger
-    schedule = cfg.schedule(origin)
-    offline = offline_sketches(cfg, input_log(cfg), schedule)
-    got = dumped(tmp_path)
-    for key, sketch in offline.items():
-        if key[0] <= starts[-1]:
-            assert got[key] == sketch, key  # every element of the released windows counted exactly once
-    assert sum(1 for key in offline if key[0] <= starts[-1]) >= 6 * cfg.hierarchy.h  # data in six windows
+    for value in every_record(cfg.kafka_client_options(), cfg["kafka.reports_topic"]):  # aborted ones too
+        assert value[1] == ledger.get(json.loads(value[1])["window"]["start_ms"])  # each window's noise seen once
+    truth = {k: sk for k, sk in packed_ipv4_truth(cfg.values, origin, input_log(cfg)).items() if k[0] <= starts[-1]}
+    attempts = {k: sks for k, sks in dump_attempts(tmp_path).items() if k[0] <= starts[-1]}
+    assert {k for k, sks in attempts.items() if sks[0].total} == set(truth)
+    for key, sketches in attempts.items():  # every element of the released windows counted exactly once,
+        for sketch in sketches:  # at the release whose report the ledger holds and at the re-release
+            assert truth[key].matches(sketch) if key in truth else sketch.total == 0, key
+    assert max(len(sks) for sks in attempts.values()) >= 2  # a window was released again after the restart
+    assert len(truth) >= 6 * cfg.hierarchy.h  # data in six windows
     assert (tmp_path / "reports.jsonl").read_bytes().splitlines()[: len(found)] == found
     assert not logged_offsets(tmp_path / "run" / "log")
     assert not logged_state_sizes(tmp_path / "run" / "log")
