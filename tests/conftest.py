@@ -35,8 +35,13 @@ E2E_MODULES = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path)).resolve()
-        if path in E2E_MODULES or any(d in path.parents for d in E2E_DIRS):
+        in_e2e_dir = any(d in path.parents for d in E2E_DIRS)
+        if path in E2E_MODULES or in_e2e_dir:
             item.add_marker(pytest.mark.e2e)
+        # ./dphhh test collects only tests/e2e for its serial and quiet parts: a serial or quiet test
+        # elsewhere would never run there
+        if not in_e2e_dir and (item.get_closest_marker("serial") or item.get_closest_marker("quiet")):
+            raise pytest.UsageError(f"{item.nodeid}: serial and quiet tests belong in tests/e2e (./dphhh test)")
 
 
 _SKIPPED: list[str] = []

@@ -38,7 +38,7 @@ from tests.e2e.jobs import DPHHH, JOB, interrupt, live_origin, publish, sleep_un
 from tests.e2e.net import free_port
 from tests.e2e.observables import Watch, topic_reader
 
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
+pytestmark = pytest.mark.quiet  # runs last and alone (./dphhh test): it compares times to within tens of ms
 
 SIZE = 2000  # window (ms)
 DELAY = 3000  # window.publish_delay_ms (the default)
@@ -46,6 +46,15 @@ WINDOWS = 12  # measured windows: even ones loaded, odd ones empty
 SCHEDULE = 60  # the job's schedule (windows): room for its start-up before the measured windows
 LOADED = 100_000  # elements per loaded window
 TOLERANCE_MS = 20
+#: when in its window a loaded window's data is sent (over the next 0.5 s). Reports are published at
+#: a window's start + 1 s (window j's at j's end + 3 s = the start of j + 2, + 1 s); data sent in the
+#: first second of a window was ingested while window j − 2's report was published — a report of
+#: the same kind, since kinds alternate — so the engine's load at the moment of publication, not the
+#: published window's own content, made loaded windows' reports 6–22 ms later on the surfaces `dphhh
+#: run` serves (one fresh-clone run; docs/ALGORITHMS.md §0.1 g states that residual). Sent at
+#: 1.2–1.7 s, the data is ingested between publications, and what is compared is the effect of the
+#: window's own content, which the fixed publication time removes (the old engine: 150–350 ms)
+SEND_AT_MS = 1200
 
 
 def _end_offset_reader(options: dict, topic: str, origin: int):
@@ -178,9 +187,9 @@ def test_empty_and_loaded_windows_become_visible_at_the_same_time_on_every_surfa
         first = live_origin(SIZE, 0.5)
         starts = [first + w * SIZE for w in range(WINDOWS)]
         assert starts[-1] < origin + SCHEDULE * SIZE, "the job's start-up took longer than the schedule allows"
-        for w in range(0, WINDOWS, 2):  # loaded windows: 20 messages of 5,000 addresses in the first second
+        for w in range(0, WINDOWS, 2):  # loaded windows: 20 messages of 5,000 addresses (see SEND_AT_MS)
             for i in range(20):
-                sleep_until(starts[w] + 50 * i)
+                sleep_until(starts[w] + SEND_AT_MS + 25 * i)
                 addrs = rng.integers(0, 2**32, LOADED // 20, dtype=np.uint64).astype(np.uint32)
                 addrs[:1500] = np.uint32(0x0A010203)  # a heavy host: a non-empty report
                 producer.send_value(pack_ipv4(addrs))

@@ -75,7 +75,7 @@ from tests.e2e.observables import (
     topic_reader,
 )
 
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
+pytestmark = pytest.mark.quiet  # runs last and alone (./dphhh test): it compares two runs' report visibility
 
 SIZE = 2000
 WINDOWS = 4
