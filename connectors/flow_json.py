@@ -452,7 +452,7 @@ class FlowJsonDecoder:
             return False
         if len(value) > self.max_record_bytes:
             return True  # not parsed: it may hold one
-        obj, reason = _slow_loads(value)
+        obj, reason = _slow_loads(value, ints_as_text=True)  # a counter of any length: the key decides
         if reason is not None or not isinstance(obj, dict):
             return False
         a = obj.get(self._key_field)
@@ -637,9 +637,10 @@ def _time_chain(obj: dict, fields: tuple[str, ...]) -> Any:
     return None
 
 
-def _slow_loads(raw: Any) -> tuple[Any, str | None]:
+def _slow_loads(raw: Any, *, ints_as_text: bool = False) -> tuple[Any, str | None]:
     """The standard library's verdict on a record the fast parser refused: (object, None) or
-    (None, reason)."""
+    (None, reason). ``ints_as_text``: integers stay their digit strings (no conversion, so no
+    limit on their length: the standard library refuses integers of more than 4300 digits)."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
             text = bytes(raw).decode("utf-8")
@@ -650,7 +651,7 @@ def _slow_loads(raw: Any) -> tuple[Any, str | None]:
     else:
         return None, "bad_json"
     try:
-        return json.loads(text), None
+        return (json.loads(text, parse_int=str) if ints_as_text else json.loads(text)), None
     except (ValueError, RecursionError):
         return None, "bad_json"
 

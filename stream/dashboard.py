@@ -415,12 +415,21 @@ function render(state) {
   const latestTop = w[w.length - 1].hhh.filter(x => x.level > 0).sort((a, b) => b.count - a.count)
                      .slice(0, 5).map(x => x.prefix);
   lines("top", latestTop.map(p => w.map(x => { const h = x.hhh.find(y => y.prefix === p); return h ? h.count : null; })), latestTop);
-  document.getElementById("toplegend").innerHTML = latestTop.map((p, i) =>
-    '<span style="color:' + COLORS[i % COLORS.length] + '">■</span> ' + p).join(" &nbsp; ");
-  const t = document.getElementById("ledger");
-  t.innerHTML = "<tr><th>mechanism</th><th>ε</th><th>δ</th><th>noise</th></tr>" +
-    (state.latest.budget.entries || []).map(e => "<tr><td>" + e.mechanism + "</td><td>" + e.epsilon + "</td><td>" + e.delta
-      + "</td><td>" + (e.noise || "") + "</td></tr>").join("");
+  // labels are data (a path's prefix is the input's own text): text nodes only, never markup
+  const legend = document.getElementById("toplegend"); legend.replaceChildren();
+  latestTop.forEach((p, i) => {
+    if (i) legend.appendChild(document.createTextNode("\u00a0\u00a0 "));
+    const mark = document.createElement("span"); mark.style.color = COLORS[i % COLORS.length]; mark.textContent = "■";
+    legend.append(mark, document.createTextNode(" " + p));
+  });
+  const t = document.getElementById("ledger"); t.replaceChildren();
+  const head = document.createElement("tr"); ["mechanism", "ε", "δ", "noise"].forEach(h => cell(head, "th", h));
+  t.appendChild(head);
+  for (const e of state.latest.budget.entries || []) {
+    const tr = document.createElement("tr");
+    [e.mechanism, e.epsilon, e.delta, e.noise || ""].forEach(v => cell(tr, "td", String(v)));
+    t.appendChild(tr);
+  }
   const spent = w.reduce((s, x) => s + (x.epsilon || 0), 0);
   document.getElementById("spent").textContent = "Each window: (" + state.latest.budget.epsilon + ", " + state.latest.budget.delta
     + ")-DP (" + state.latest.budget.unit + " level); windows are disjoint (parallel composition). ε summed over the "

@@ -321,6 +321,18 @@ class CapOperator(KeyedProcessFunction):
         self.windows: dict[tuple[int, int], CapWindow] = {}  # (shard, window) → its cap and epochs
         self.count_seqs: dict[tuple[int, int], list[int]] = {}
         self.loaded: set[int] = set()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Run every kernel of the cap once on throwaway units (loaded or compiled now, at open):
+        otherwise the first element of a worker's life, or the first batch that makes a window's
+        unit table grow, would pay the compile — a CPU burst that one element triggers (docs/ALGORITHMS.md
+        §0.1 h)."""
+        cap = UnitCap(self.cfg.unit.cap)
+        cap.keep(np.arange(4, dtype=np.uint64))
+        cap.keep(np.arange(64, dtype=np.uint64))  # the table grows while it holds units
+        other = UnitCap.from_bytes(cap.to_bytes())
+        other.restore_counts(np.arange(2, dtype=np.uint64), other.counts_of(np.arange(2, dtype=np.uint64)))
 
     def _window(self, shard: int, window: int) -> CapWindow:
         found = self.windows.get((shard, window))

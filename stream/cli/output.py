@@ -25,6 +25,7 @@ import argparse
 import csv
 import io
 import json
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,18 @@ __all__ = [
 ]
 
 FORMATS = ("text", "json", "csv")
+
+
+def printable(label: object) -> str:
+    """``label`` as text safe for a terminal: control and format characters (an ANSI escape, a
+    carriage return, a bidirectional override — a path label is the input's own text) shown as
+    ``\\xNN`` / ``\\uNNNN`` escapes; every other character, non-ASCII letters included, as it is."""
+    text = str(label)
+    if all(unicodedata.category(c)[0] != "C" for c in text):
+        return text
+    return "".join(c if unicodedata.category(c)[0] != "C" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 #: Text output fits this many columns (for IPv4 prefixes; longer labels widen the prefix column).
 WIDTH = 100
 
@@ -164,11 +177,11 @@ def format_report(report: dict[str, Any], legend: str = "full") -> str:
     if not items:
         lines.append("  (no prefix reported: no prefix's noisy count reached the release threshold and tau)")
         return "\n".join(lines)
-    width = max(18, *(len(str(it["prefix"])) for it in items))
+    width = max(18, *(len(printable(it["prefix"])) for it in items))
     columns: list[tuple[str, str, int, Callable[[dict], str]]] = [
         ("verdict", "verdict", 8, lambda it: it.get("verdict", "-")),
         ("level", "lvl", 5 if any("node" in it for it in items) else 3, _level_cell),
-        ("prefix", "prefix", width, lambda it: str(it["prefix"])),
+        ("prefix", "prefix", width, lambda it: printable(it["prefix"])),
         ("count", "count", 10, lambda it: _num(it["count"])),
         ("residual", "residual", 10, lambda it: _num(it["residual"])),
         ("interval", "true count (1 - beta)", 23, lambda it: f"[{_num(max(0.0, it['lower']))}, {_num(it['upper'])}]"),
@@ -204,11 +217,11 @@ def format_exact(doc: dict[str, Any]) -> str:
     if not items:
         lines.append("  (no prefix has residual count >= tau)")
     else:
-        width = max(18, *(len(str(it["prefix"])) for it in items))
+        width = max(18, *(len(printable(it["prefix"])) for it in items))
         columns: list[tuple[str, str, int, Callable[[dict], str]]] = [
             ("verdict", "verdict", 8, lambda it: "heavy"),
             ("level", "lvl", 5 if any("node" in it for it in items) else 3, _level_cell),
-            ("prefix", "prefix", width, lambda it: str(it["prefix"])),
+            ("prefix", "prefix", width, lambda it: printable(it["prefix"])),
             ("count", "count", 10, lambda it: _num(it["count"])),
             ("residual", "residual", 10, lambda it: _num(it["residual"])),
             ("fraction", "fraction", 9, lambda it: f"{100 * it['count'] / max(doc['n'], 1):.2f}%"),
@@ -307,7 +320,7 @@ def format_snapshot(doc: dict[str, Any]) -> str:
             [
                 ("verdict", "verdict", lambda it: str(it.get("verdict", "-"))),
                 ("level", "lvl>", lambda it: str(it["level"])),
-                ("prefix", "prefix", lambda it: str(it["prefix"])),
+                ("prefix", "prefix", lambda it: printable(it["prefix"])),
                 ("count", "count>", lambda it: _num(it["count"])),
                 ("lower", "lower>", lambda it: _num(it.get("lower"))),
                 ("upper", "upper>", lambda it: _num(it.get("upper"))),

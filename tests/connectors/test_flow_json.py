@@ -515,3 +515,17 @@ def test_columnar_goflow2_batches_match_record_by_record() -> None:
         for _ in range(200):
             values = [rng.choice(pool) for _ in range(rng.choice([16, 50]))]
             _same_batch(decoder.decode_many(values), decoder.decode_each(values))
+
+
+@pytest.mark.parametrize("digits", [20, 4301, 10_000])
+def test_a_record_with_an_address_and_a_counter_of_any_length_may_hold_an_element(digits: int) -> None:
+    """A refused record whose key field is an address is never counted as unparsable (docs/ALGORITHMS.md
+    §0.1 f), however long its counter: the standard library refuses integers of more than 4300 digits,
+    and ``holds_element`` must not read that as "no element"."""
+    decoder = FlowJsonDecoder("pmacct")  # key field ip_src
+    record = ('{"ip_src": "192.0.2.1", "packets": ' + "9" * digits + ', "bytes": 1}').encode()
+    batch = decoder.decode(record)
+    assert batch.reasons[0] is not None  # refused (the counter is not a sane integer)
+    assert decoder.holds_element(record)  # but it holds an address: not counted in public
+    bad = ('{"ip_src": "not an address", "packets": ' + "9" * digits + ', "bytes": 1}').encode()
+    assert not decoder.holds_element(bad)  # a record without an address still is

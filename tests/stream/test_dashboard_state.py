@@ -115,3 +115,19 @@ def test_one_dimensional_reports_have_no_pairs_and_the_pair_constants_match_sket
     assert ARROW == pairs.ARROW
     for spec in ("ipv4", "ipv4:8,16 x ipv4:8,16", "path:3 × ipv6", "ipv6:16,32"):
         assert is_pair_report({"params": {"hierarchy": spec}}) == pairs.is_pair_spec(spec), spec
+
+
+def test_the_page_never_parses_data_as_markup() -> None:
+    """Report labels are data — a path hierarchy's prefix is the input's own text — so the page
+    puts them into text nodes only: no ``innerHTML``/``outerHTML``/``insertAdjacentHTML``/
+    ``document.write`` receives anything but the empty string (a heavy path ``<img onerror=…>``
+    would otherwise run script in every viewer's browser)."""
+    import re
+
+    from stream.dashboard import PAGE
+
+    sinks = re.findall(r"(?:innerHTML|outerHTML)\s*=\s*([^;]*);", PAGE)
+    assert sinks and all(value.strip() == '""' for value in sinks), sinks
+    assert "insertAdjacentHTML" not in PAGE and "document.write" not in PAGE
+    broken = PAGE.replace("legend.replaceChildren();", 'legend.innerHTML = latestTop.join(" ");')
+    assert [v for v in re.findall(r"(?:innerHTML|outerHTML)\s*=\s*([^;]*);", broken) if v.strip() != '""']

@@ -327,3 +327,14 @@ def test_sketches_that_cannot_fit_are_refused_before_the_input_is_read(capsys, t
         capsys, "hhh", "--input", str(_ipv4_file(tmp_path)), *BASE, "--tau", "300", "--max-memory", "1GiB"
     )
     assert code == 0, err
+
+
+def test_labels_reach_the_terminal_without_control_characters() -> None:
+    """A path label is the input's own text: an ANSI escape, a carriage return or a bidirectional
+    override in it is printed as an escape (it cannot recolour, overwrite or reorder the terminal's
+    text); other characters, non-ASCII letters included, print as they are."""
+    from stream.cli.output import printable
+
+    assert printable("de/münchen/straße") == "de/münchen/straße"
+    assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
+    assert all(ord(c) >= 0x20 for c in printable("".join(map(chr, range(0x20))) + "\x7f\u200f"))
