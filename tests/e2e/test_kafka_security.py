@@ -23,7 +23,7 @@ from connectors.kafka_io import read_to_end, wait_for_broker
 from stream.broker import LocalBroker
 from stream.config import load_config
 
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): how fast a refusal is seen follows the load
+pytestmark = pytest.mark.quiet  # runs last and alone (./dphhh test): how a refusal is seen follows the load (beside the plain tests a wrong password once showed as a bare disconnect)
 
 PORT = 19092
 WINDOW = 1000
