@@ -5,9 +5,14 @@ What it measures (one run, on this machine, against the local broker)
 Every job is the real one, started as the user starts it — ``dphhh run --config FILE --feed no``
 in a subprocess (embedded MiniCluster, parallelism 1) — on topics with unique names, with its
 ledger, report file, checkpoints and Flink run folder (logs) under one work folder. The throughput
-jobs are replays (``window.mode = replay``) over the public range of their windows: explicit record
-timestamps in the past (a fixed, window-aligned time in 2023), every window released at the end of
-the input. The latency job is live: its windows are released by the broker's wall clock.
+jobs are replays (``window.mode = replay``) over the public range of their windows, every window
+released at the end of the input. Their input log (``--replay-log``) is by default what a live
+deployment's input topic holds — the broker's append times (LogAppendTime) and clock records a
+ticker appends while the log is written (packed messages are written window by window on the wall
+clock; flow records keep their own times in 2023) — so the replay applies complete epochs while it
+reads; ``--replay-log explicit`` writes explicit record timestamps in the past (a fixed,
+window-aligned time in 2023) and no clock records, and the replay applies every epoch at the end
+of its input. The latency job is live: its windows are released by the broker's wall clock.
 
 0. ``start-up``: a tiny replay (3 messages, one window). Its time from process start to its
    report being readable is the job's fixed cost (interpreter + JVM + MiniCluster + Python workers
@@ -295,7 +300,8 @@ class Kafka:
             self._admin = None
 
     def topics(self, prefix: str, live: bool = False) -> dict[str, str]:
-        """The job's topics; a live job's input records the broker's arrival time."""
+        """The job's topics; a live job's input (and a clock log's, ``--replay-log clock``) records the
+        broker's arrival time."""
         names = {
             "input_topic": f"{prefix}-in",
             "reports_topic": f"{prefix}-reports",
@@ -306,12 +312,22 @@ class Kafka:
         self.created += names.values()
         return names
 
-    def produce(self, topic: str, messages: Iterator[tuple[int, bytes]], what: str) -> tuple[int, int, float]:
-        """Publish and wait for acknowledgement; returns (messages, bytes, seconds)."""
+    def produce(
+        self, topic: str, messages: Iterator[tuple[int, bytes]], what: str, pace: int | None = None
+    ) -> tuple[int, int, float]:
+        """Publish and wait for acknowledgement; returns (messages, bytes, seconds). ``pace`` (a clock
+        log, wall-clock window start ms): each message is sent once the wall clock has reached the
+        window of its timestamp (``pace`` + its offset from BASE_MS), so that the broker's append
+        times put it in that window."""
         producer = PackedProducer(self.options, topic)
         t0 = last = time.monotonic()
         try:
             for ts, value in messages:
+                if pace is not None:
+                    window = pace + (ts - BASE_MS) // WINDOW_MS * WINDOW_MS
+                    if time.time() * 1000 < window:
+                        producer.flush()
+                        time.sleep(max(0.0, window / 1000 - time.time()) + 0.05)
                 producer.send_value(value, ts)
                 if producer.messages % 4096 == 0 and time.monotonic() - last > 3:
                     last = time.monotonic()
@@ -563,6 +579,7 @@ class Job:
         topics: dict[str, str],
         *,
         windows: int | None,
+        origin: int = BASE_MS,
         fmt: str = "packed-ipv4",
         checkpoint_ms: int = 2000,
         privacy: dict | None = None,
@@ -570,7 +587,7 @@ class Job:
         flink: dict | None = None,
         code: Path | None = None,
     ) -> None:
-        """``windows``: a replay of that many windows from BASE_MS (bounded); ``None``: a live job.
+        """``windows``: a replay of that many windows from ``origin`` (bounded); ``None``: a live job.
         ``code``: another checkout whose code the job runs (``--baseline``), else this one's."""
         self.code = code
         self.bench, self.name, self.topics = bench, name, topics
@@ -580,7 +597,7 @@ class Job:
         self.port = free_port()
         window: dict[str, object] = {"size_ms": WINDOW_MS}
         if windows is not None:
-            window.update({"mode": "replay", "origin": BASE_MS, "until": BASE_MS + windows * WINDOW_MS})
+            window.update({"mode": "replay", "origin": origin, "until": origin + windows * WINDOW_MS})
         values = {
             "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group},
             "input": {"format": fmt, **(inputs or {})},
@@ -729,7 +746,7 @@ class Bench:
         self.results: dict[str, JobResult] = {}
         self.rows: list[Row] = []
         self.notes: list[str] = []
-        self.inputs: dict[str, tuple[str, int]] = {}  # job name -> (input topic, messages)
+        self.inputs: dict[str, tuple[str, int, int]] = {}  # job name -> (input topic, messages, origin ms)
 
     def bounded(
         self,
@@ -743,19 +760,46 @@ class Bench:
         privacy: dict | None = None,
         inputs: dict | None = None,
         flink: dict | None = None,
-        reuse: tuple[str, int] | None = None,
+        reuse: tuple[str, int, int] | None = None,
         code: Path | None = None,
     ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
-        """Publish (or, with ``reuse`` = (input topic, messages), read an earlier job's input),
-        optionally time the consume-only loop, run the bounded job (``code``: another checkout's)."""
-        topics = self.kafka.topics(f"{self.prefix}-{name}")
+        """Publish (or, with ``reuse`` = (input topic, messages, origin), read an earlier job's input),
+        optionally time the consume-only loop, run the bounded job (``code``: another checkout's).
+
+        ``--replay-log clock`` (the default): the input topic stores the broker's append times and a
+        clock ticker appends clock records to it while it is written, as a live deployment's input
+        log has them; formats without a time of their own are written window by window on the wall
+        clock (their windows are their append times'), flow records keep their own times (BASE_MS on).
+        ``--replay-log explicit``: every record carries an explicit timestamp from BASE_MS on (no
+        clock records: a replay then applies its epochs at the end of input)."""
+        clock = self.args.replay_log == "clock" and fmt != "text-ipv4"
+        topics = self.kafka.topics(f"{self.prefix}-{name}", live=clock)
+        origin = BASE_MS
         if reuse is None:
-            n_msgs, _, _ = self.kafka.produce(
-                topics["input_topic"], stream_messages(addresses, per_message, windows, BASE_MS, fmt, units), name
-            )
+            pace = None
+            ticker = None
+            if clock:
+                from stream.clock import ClockTicker
+
+                ticker = ClockTicker(self.kafka.options, topics["input_topic"], 100)
+                ticker.start()
+                if fmt != "flow-json":  # arrival is event time: one wall-clock window per window
+                    origin = pace = (int(time.time() * 1000) // WINDOW_MS + 1) * WINDOW_MS
+            try:
+                n_msgs, _, _ = self.kafka.produce(
+                    topics["input_topic"],
+                    stream_messages(addresses, per_message, windows, BASE_MS, fmt, units),
+                    name,
+                    pace=pace,
+                )
+                if ticker is not None:
+                    time.sleep(0.3)  # a clock record after the last message
+            finally:
+                if ticker is not None:
+                    ticker.stop()
         else:
-            topics["input_topic"], n_msgs = reuse
-        self.inputs[name] = (topics["input_topic"], n_msgs)
+            topics["input_topic"], n_msgs, origin = reuse
+        self.inputs[name] = (topics["input_topic"], n_msgs, origin)
         ceiling = None
         if consume:
             log(f"  consume-only loop on {topics['input_topic']} ...")
@@ -772,6 +816,7 @@ class Bench:
             name,
             topics,
             windows=windows,
+            origin=origin,
             fmt=fmt,
             checkpoint_ms=self.args.checkpoint_ms,
             privacy=privacy,
@@ -783,7 +828,7 @@ class Bench:
             job.start()
             job.result.expected_reports = windows
             rc = job.wait_exit(self.args.job_timeout)
-            last_start = BASE_MS + (windows - 1) * WINDOW_MS
+            last_start = origin + (windows - 1) * WINDOW_MS
             # The last report is committed by the end-of-input checkpoint, before the process exits.
             job.watcher.wait_for(lambda: job.watcher.arrival_of(last_start) is not None, 10 if rc == 0 else 2)
             t_last = job.watcher.arrival_of(last_start)
@@ -829,7 +874,7 @@ class Bench:
         privacy: dict | None = None,
         inputs: dict | None = None,
         flink: dict | None = None,
-        reuse: tuple[str, int] | None = None,
+        reuse: tuple[str, int, int] | None = None,
         code: Path | None = None,
     ) -> None:
         n_addr = len(addresses)
@@ -1108,6 +1153,14 @@ def main(argv: list[str] | None = None) -> int:
         default=3_000_000,
         help="flows scenario: flow records, one per message (default 3·10^6: shorter runs mostly time the JVM's "
         "warm-up, its JIT compilers taking most of a core here)",
+    )
+    ap.add_argument(
+        "--replay-log",
+        choices=("clock", "explicit"),
+        default="clock",
+        help="the replays' input log: 'clock' (default) the broker's append times and clock records, as a "
+        "live deployment's input topic holds them (a replay applies complete epochs while it reads); "
+        "'explicit' producer-set timestamps in the past, no clock records (epochs applied at the end)",
     )
     ap.add_argument("--consume-repeat", type=int, default=2, help="consume-only passes, best kept (default 2)")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds before a job is stopped (default 1800)")

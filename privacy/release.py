@@ -143,6 +143,7 @@ def release_level(
     variant: str = "fresh",
     calibration: str = DEFAULT_CALIBRATION,
     rng: RandomSource | np.random.Generator | int | None = None,
+    slots: int = 0,
 ) -> dict[int, int]:
     """Release one sketch's counters privately (docs/ALGORITHMS.md §3); returns ``{key: noisy value}``.
 
@@ -150,16 +151,21 @@ def release_level(
     ``delta`` are the budget of all ``h`` sketched levels together (this sketch is charged
     ``(ε/h, δ/h)``). Only keys that pass the noisy threshold appear in the result. ``rng`` is
     ``None`` for the secure source (production) or a seeded generator (tests).
+
+    ``slots`` (the sketch's κ): the noise of that many keys is drawn whatever the sketch holds — the
+    slots it does not fill as zero counters, whose outcome is discarded — so that an empty, a
+    sparse and a full sketch cost the same (docs/ALGORITHMS.md §0.1 h).
     """
     scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h, variant=variant, calibration=calibration)
     source = as_source(rng)
     keys = sorted(counts)
-    if not keys:
-        return {}
     values_in = np.fromiter((counts[k] for k in keys), dtype=np.int64, count=len(keys))
     if (values_in < 0).any():
         raise UsageError("release_level: counters must be >= 0")
-    passed, values = release_arrays(values_in, scales, source)
+    padded = np.concatenate([values_in, np.zeros(max(0, int(slots) - len(keys)), dtype=np.int64)])
+    if not padded.size:
+        return {}
+    passed, values = release_arrays(padded, scales, source)
     return {k: int(v) for k, p, v in zip(keys, passed.tolist(), values.tolist()) if p}
 
 

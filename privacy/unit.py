@@ -25,9 +25,16 @@ from sketches.errors import UsageError
 
 from .params import PrivacyBudget, check_int
 
-__all__ = ["PrivacyUnit", "UNIT_KINDS"]
+__all__ = ["PrivacyUnit", "UNIT_KINDS", "MAX_WEIGHT_CAP"]
 
 UNIT_KINDS = ("event", "user")
+
+#: The largest weight cap W: a sketch's total must stay below 2**62 (its kernel's headroom,
+#: :data:`sketches.misra_gries.MAX_WEIGHTED_TOTAL`), and at W <= 2**20 that needs at least 2**42
+#: (4.4·10^12) records in one window and partition — beyond what one worker reads in a window, so
+#: no input can make the sketch refuse an update (docs/ALGORITHMS.md §0.1 h). A larger W would
+#: also drown every count in noise (the scale grows with m·W).
+MAX_WEIGHT_CAP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,11 @@ class PrivacyUnit:
         if self.kind == "user" and not self.key.strip():
             raise UsageError(f"{owner}: key must name what identifies a unit (e.g. 'source address'), got {self.key!r}")
         check_int(owner, "weight_cap", self.weight_cap, 1)
+        if self.weight_cap > MAX_WEIGHT_CAP:
+            raise UsageError(
+                f"{owner}: weight_cap must be at most 2**20 = {MAX_WEIGHT_CAP:,} (a window's total weight must "
+                f"stay far below 2**62; counts at such a W would be noise), got {self.weight_cap!r}"
+            )
         if not isinstance(self.weight, str):
             raise UsageError(f"{owner}: weight must be a string, got {type(self.weight).__name__}")
         if self.weight_cap > 1 and not self.weight.strip():

@@ -67,6 +67,7 @@ def release_sketch(
         variant=params.variant,
         calibration=params.calibration,
         rng=source,
+        slots=params.counters,
     )
     n_noisy = n_upper = None
     if cal.size_releases > 1 or level == 1:

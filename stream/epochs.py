@@ -35,16 +35,96 @@ from privacy.unit_cap import UnitCap
 from sketches.canonical import apply_canonical
 from sketches.misra_gries import MisraGries
 
-__all__ = ["SketchWindow", "CapWindow", "Batch", "value_codes", "merge_labels"]
+__all__ = ["SketchWindow", "CapWindow", "Batch", "AddressBatch", "value_codes", "merge_labels"]
 
 
 @dataclass
 class Batch:
-    """One buffered batch: its state entry id (``seq``) and its content."""
+    """One buffered batch: its state entry id (``seq``) and its content, the keys of each level
+    (and, for weighted records, each level's weights aligned with them)."""
 
     seq: int
     keys: list[np.ndarray]
     weights: list[np.ndarray] | None
+
+    def level_keys(self, masks: tuple[int, ...] | None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        return self.keys, self.weights
+
+
+@dataclass
+class AddressBatch:
+    """One buffered batch of IPv4 addresses (``uint32``): every level's key is the address under that
+    level's prefix mask, so the batch is held as its addresses, not h key arrays. ``level_bits``
+    (partitions > 1): bit l-1 set where the address's level-l key is in this partition (``None``:
+    every level's); ``weights``: each address's record weight (int64, clipped), or ``None``."""
+
+    seq: int
+    addresses: np.ndarray
+    level_bits: np.ndarray | None = None
+    weights: np.ndarray | None = None
+
+    def level_keys(self, masks: tuple[int, ...] | None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """The h key arrays (int64) and per-level weights of this batch, as a :class:`Batch` holds them."""
+        assert masks is not None, "AddressBatch: a window of IPv4 batches needs the prefix masks"
+        keys: list[np.ndarray] = []
+        weights: list[np.ndarray] | None = None if self.weights is None else []
+        for i, mask in enumerate(masks):
+            chosen = slice(None) if self.level_bits is None else (self.level_bits >> np.uint32(i)) & np.uint32(1) == 1
+            keys.append((self.addresses[chosen] & np.uint32(mask)).astype(np.int64))
+            if weights is not None:
+                assert self.weights is not None
+                weights.append(self.weights[chosen])
+        return keys, weights
+
+
+def _sorted_addresses(batches: list[AddressBatch]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """One epoch's addresses sorted ascending, with their weights and level bits in the same order.
+
+    IPv4 keys are masked addresses, so one sort of the addresses orders every level's keys: a
+    level's runs of equal keys are then consecutive, and :func:`_level_runs` reads them in O(n)."""
+    addresses = np.concatenate([b.addresses for b in batches])
+    weighted = any(b.weights is not None for b in batches)
+    masked = any(b.level_bits is not None for b in batches)
+    if not weighted and not masked:
+        return np.sort(addresses), None, None
+    order = np.argsort(addresses)  # any order within a run of equal addresses: only its sum is kept
+    weights = None
+    if weighted:
+        weights = np.concatenate(
+            [np.ones(b.addresses.size, dtype=np.int64) if b.weights is None else b.weights for b in batches]
+        )[order]
+    bits = None
+    if masked:
+        every = np.uint32(0xFFFFFFFF)
+        bits = np.concatenate(
+            [
+                np.full(b.addresses.size, every, dtype=np.uint32) if b.level_bits is None else b.level_bits
+                for b in batches
+            ]
+        )[order]
+    return addresses[order], weights, bits
+
+
+def _level_runs(
+    ordered: np.ndarray, weights: np.ndarray | None, bits: np.ndarray | None, index: int, mask: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys ascending, total weight of each) of level ``index + 1`` of one epoch, from its
+    sorted addresses (:func:`_sorted_addresses`) — exactly :func:`sketches.canonical.canonical_runs`
+    of that level's keys."""
+    if bits is not None:
+        chosen = (bits >> np.uint32(index)) & np.uint32(1) == 1
+        ordered = ordered[chosen]
+        weights = None if weights is None else weights[chosen]
+    if not ordered.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = ordered & np.uint32(mask)
+    starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+    if weights is None:
+        totals = np.diff(np.append(starts, keys.size)).astype(np.int64)
+    else:
+        totals = np.add.reduceat(weights, starts).astype(np.int64)  # exact int64 sums
+    return keys[starts].astype(np.int64), totals
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -78,8 +158,9 @@ class SketchWindow:
 
     h: int
     counters: int
+    prefix_masks: tuple[int, ...] | None = None  # IPv4: each level's network mask (address batches)
     sketches: list[MisraGries] | None = None
-    pending: dict[int, list[Batch]] = field(default_factory=dict)
+    pending: dict[int, list[Batch | AddressBatch]] = field(default_factory=dict)
     applied_through: int | None = None  # the newest epoch applied
     labels: dict[int, dict[int, Any]] = field(default_factory=dict)
     label_seqs: list[int] = field(default_factory=list)
@@ -89,7 +170,7 @@ class SketchWindow:
             self.sketches = [MisraGries(self.counters) for _ in range(self.h)]
         return self.sketches
 
-    def add(self, epoch: int, batch: Batch) -> bool:
+    def add(self, epoch: int, batch: Batch | AddressBatch) -> bool:
         """Buffer ``batch`` of ``epoch``; False (nothing buffered) if that epoch was applied already —
         the caller applies it at once with :meth:`apply_now`."""
         if self.applied_through is not None and epoch <= self.applied_through:
@@ -97,29 +178,47 @@ class SketchWindow:
         self.pending.setdefault(epoch, []).append(batch)
         return True
 
-    def apply_now(self, batch: Batch) -> None:
+    def apply_now(self, batch: Batch | AddressBatch) -> None:
         """Apply one late batch on its own (a broker clock that stepped back; see the module docstring)."""
         self._apply([[batch]])
 
-    def _apply(self, groups: list[list[Batch]]) -> None:
+    def _apply(self, groups: list[list[Batch | AddressBatch]]) -> None:
         """Apply ``groups`` (each an epoch's batches) in order, each in the canonical order.
 
         The h levels' sketches are independent, so each level takes the groups on its own thread
         (numpy's sort and the Misra-Gries kernels release the GIL): the same work and the same
-        sketches as one level after another, in less time on a machine with cores to spare."""
+        sketches as one level after another, in less time on a machine with cores to spare. IPv4
+        address batches are sorted once per epoch for all levels (:func:`_sorted_addresses`)."""
         sketches = self._sketches()
-
-        def level(i: int) -> None:
-            for batches in groups:
-                apply_canonical(
-                    sketches[i],
-                    [b.keys[i] for b in batches],
-                    None
-                    if all(b.weights is None for b in batches)
-                    else [None if b.weights is None else b.weights[i] for b in batches],
-                )
-
         pool = _level_pool(len(sketches))
+        masks = self.prefix_masks
+        addressed = [[b for b in batches if isinstance(b, AddressBatch)] for batches in groups]
+        if masks is not None and all(len(a) == len(g) for a, g in zip(addressed, groups)):
+            epochs = (
+                list(pool.map(_sorted_addresses, addressed))
+                if pool is not None
+                else [_sorted_addresses(g) for g in addressed]
+            )
+
+            def level(i: int) -> None:
+                for ordered, weights, bits in epochs:
+                    uniq, totals = _level_runs(ordered, weights, bits, i, masks[i])
+                    if uniq.size:
+                        sketches[i].update(uniq, totals)
+
+        else:
+            unpacked = [[b.level_keys(masks) for b in batches] for batches in groups]
+
+            def level(i: int) -> None:
+                for batches in unpacked:
+                    apply_canonical(
+                        sketches[i],
+                        [keys[i] for keys, _ in batches],
+                        None
+                        if all(weights is None for _, weights in batches)
+                        else [None if weights is None else weights[i] for _, weights in batches],
+                    )
+
         if pool is None:
             for i in range(len(sketches)):
                 level(i)
@@ -149,6 +248,26 @@ class SketchWindow:
         """The window's sketches after every epoch (empty sketches for a window that saw nothing)."""
         self.apply_all()
         return self._sketches()
+
+    def labels_to_prune(self) -> bool:
+        """Whether the label table has grown past twice what the sketches can hold (2·κ·h): then
+        :meth:`prune_labels` bounds it (a flood of distinct hashed keys must not grow a window's
+        memory and checkpoints with the window: docs/ALGORITHMS.md §0.1 h)."""
+        return sum(map(len, self.labels.values())) > 2 * self.counters * self.h
+
+    def prune_labels(self) -> None:
+        """Keep only the labels of keys a sketch holds or a buffered batch carries: a key evicted
+        from its sketch comes back only with a later batch, which carries its label again. (Labels
+        are each key's prefix; only a chance collision of the keyed hash could make two differ, an
+        event charged to δ, docs/calibration.md §8.)"""
+        sketches = self._sketches()
+        for level, table in list(self.labels.items()):
+            held = set(sketches[level - 1].counters())
+            for batches in self.pending.values():
+                for batch in batches:
+                    keys, _ = batch.level_keys(self.prefix_masks)
+                    held.update(keys[level - 1].tolist())
+            self.labels[level] = {k: v for k, v in table.items() if k in held}
 
     def seqs(self) -> Iterator[int]:
         """Every state entry id this window holds (buffered batches and labels)."""

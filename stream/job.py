@@ -268,6 +268,24 @@ def source_parallelism(cfg: JobConfig) -> int:
     return max(1, min(cfg["flink.parallelism"], partitions))
 
 
+def replay_clock(cfg: JobConfig) -> bool:
+    """Whether a replay's watermark follows its input log's clock records (docs/ALGORITHMS.md §0
+    "Canonical order", "When"): only when the input topic stores the broker's log-append times, so
+    that a partition's records and clock records are in the order of one public clock (a log a live
+    deployment ingested). The replay then applies an epoch once every partition has shown a clock
+    record past its end — during the input, not at its end — and still releases every window at the
+    end of input. A topic whose producers set the timestamps (CreateTime) has no order a replay may
+    rely on: its epochs are applied at the end of input."""
+    from connectors.kafka_io import topic_settings
+
+    from .schedule import REPLAY
+
+    if cfg.mode != REPLAY:
+        return False
+    key = "message.timestamp.type"
+    return topic_settings(cfg.kafka_client_options(), cfg["kafka.input_topic"], [key])[key] == "LogAppendTime"
+
+
 def _batched(records, cfg: JobConfig):
     """``records`` (message values) packed into batch records by the Java ``MessageBatcher``; with
     ``input.format = "flow-json"`` and ``flink.batch_parse_flows`` (the default) its
@@ -299,13 +317,15 @@ def _batched(records, cfg: JobConfig):
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
 
 
-def _clock_watermarks():
-    """The live job's watermark strategy: the broker's clock, read from the job's clock records
-    (Java ``ClockWatermarks``, one generator per input partition; see :mod:`stream.clock`)."""
+def _clock_watermarks(live: bool = True):
+    """The watermark strategy of a live job (and of a replay of a log with clock records): the
+    broker's clock, read from the job's clock records (Java ``ClockWatermarks``, one generator per
+    input partition; see :mod:`stream.clock`) — emitted at every clock record (live), or the newest
+    at each periodic emission (a replay, which reads many a second)."""
     from pyflink.common import WatermarkStrategy
     from pyflink.java_gateway import get_gateway
 
-    return WatermarkStrategy(get_gateway().jvm.io.dphhh.flink.ClockWatermarks())
+    return WatermarkStrategy(get_gateway().jvm.io.dphhh.flink.ClockWatermarks(live))
 
 
 def _with_record_timestamps(stream, step: str):
@@ -366,8 +386,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     if not live:  # a replay reads the log as it is at start, then releases its whole range
         source = source.set_bounded(KafkaOffsetsInitializer.latest())
     source = _kafka_properties(source, cfg).build()
-    # no watermark is ever made from the data: the broker's clock (live) or end of input (replay)
-    watermarks = _clock_watermarks() if live else WatermarkStrategy.no_watermarks()
+    # no watermark is ever made from the data: the broker's clock (live, and a replay of a log with
+    # the broker's times, which still releases at its end) or end of input (other replays)
+    watermarks = _clock_watermarks(live) if live or replay_clock(cfg) else WatermarkStrategy.no_watermarks()
     records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
     readers = source_parallelism(cfg)
     if readers < cfg["flink.parallelism"]:  # a source subtask without a partition would hold the watermark back

@@ -49,7 +49,7 @@ from .assembler import WindowAssembler, noise_source_factory, sketch_id
 from .clock import shared_ticker, stop_shared_ticker
 from .config import JobConfig
 from .decode_batch import decode_batch
-from .epochs import Batch, CapWindow, SketchWindow, merge_labels
+from .epochs import AddressBatch, Batch, CapWindow, SketchWindow, merge_labels
 from .ledger import LedgerError, ReleaseLedger, job_key_secret, private_dir
 from .message_batch import BatchFormatError
 from .publisher import ReportPublisher
@@ -57,12 +57,13 @@ from .schedule import LIVE, REPLAY
 from .wire import (
     dead_letter_record,
     pack_sketches,
+    prefix_masks,
     sketch_payloads,
     stamp,
     unit_payloads,
+    unpack_sketch_batch,
     unpack_sketches,
     unpack_unit_payload,
-    unpack_weighted_levels,
 )
 
 MAX_WATERMARK = 2**63 - 1
@@ -170,8 +171,10 @@ class DecodeOperator(ProcessFunction):
         self.slow_s = max(0, self.cfg.values["output"]["test_slow_decode_ms"]) / 1000
         self.slow = self.slow_s > 0 and runtime_context.get_index_of_this_subtask() == 1
         self.bad_batch_logged = False
+        self.warm = WarmUp(warm_key_kernels if self.cfg.hierarchy.hashed_keys else lambda: None)
 
     def process_element(self, value: bytes, ctx: ProcessFunction.Context):
+        self.warm.ready()
         watermark = ctx.timer_service().current_watermark()  # the broker's clock (live), or none (replay)
         mark = self.schedule.start_of(watermark) if watermark > -MAX_WATERMARK else -1
         if self.ticked is None or mark > self.ticked:
@@ -216,6 +219,22 @@ class DecodeOperator(ProcessFunction):
                 yield p, start, epoch, payload, labels
 
 
+def warm_key_kernels() -> None:
+    """Load the compiled kernels of hashed keys (SipHash of 64/128-bit values, the pair-node key
+    table, its growth included) on throwaway values: the decode step of a hashed-key hierarchy
+    needs them, and otherwise the first element of such a kind would pay their load
+    (docs/ALGORITHMS.md §0.1 h)."""
+    from sketches._pair_table import KeyTable
+    from sketches.keyed import siphash_words
+
+    words = np.arange(8, dtype=np.uint64)
+    siphash_words((1, 2), words, words)
+    table = KeyTable(4)
+    keys = np.arange(40, dtype=np.int64)
+    table.enter(keys, keys, keys)  # grows while it holds them
+    table.lookup(keys[:4])
+
+
 def window_hierarchy(cfg: JobConfig, secret: KeySecret | None, window: int):
     """The configured hierarchy keyed with ``window``'s hash key (hashed-key hierarchies: a fresh
     object, its label tables freed with it; exact-key hierarchies: the configured object)."""
@@ -252,18 +271,28 @@ def source_units_of(cfg: JobConfig) -> bool:
     return cfg.values["privacy"]["unit_key"].strip() == "source-ipv4"
 
 
+def release_timer(schedule, window: int) -> int:
+    """The event-time timer at which the operators release ``window``: its scheduled release time
+    (live), or the end of input (replay). A replay's watermark may follow the broker's clock records
+    of its input log (:func:`stream.job.replay_clock`), which lets complete epochs be applied while
+    the log is read; its windows are still released only at the end, all together: every element
+    of the public range counts, whenever it was appended (docs/ALGORITHMS.md §0.1 d)."""
+    return schedule.release_time(window) if schedule.mode == LIVE else MAX_WATERMARK
+
+
 def _released(schedule, window: int, ctx) -> bool:
-    """Whether ``window``'s release time has passed (a batch for it can then only come from a broker
-    clock that went backwards; it is dropped, and nothing about it is exported)."""
-    return schedule.release_time(window) <= ctx.timer_service().current_watermark()
+    """Whether ``window`` has been released at the current watermark (live: a batch for it can then
+    only come from a broker clock that went backwards; it is dropped, and nothing about it is exported)."""
+    return release_timer(schedule, window) <= ctx.timer_service().current_watermark()
 
 
 def _windows_to_arm(schedule, mark: int) -> list[int]:
-    """The windows a tick with clock window ``mark`` (−1: a replay, no clock) makes every sketch arm:
-    the current window and the next (live), or the whole public range (replay)."""
+    """The windows a tick with clock window ``mark`` (−1: no clock yet) makes every sketch arm: the
+    current window and the next (live), or the first of the public range (replay: every window of
+    a replay has the one end-of-input timer, :func:`release_timer`)."""
+    if schedule.mode == REPLAY:
+        return [schedule.origin_ms]
     if mark < 0:
-        if schedule.mode == REPLAY and schedule.windows is not None:
-            return list(range(schedule.origin_ms, schedule.until_ms, schedule.size_ms))
         return []
     return [w for w in (mark, mark + schedule.size_ms) if schedule.in_schedule(w)]
 
@@ -378,7 +407,7 @@ class CapOperator(KeyedProcessFunction):
             self._load(shard)
             for s, open_window in list(self.windows):
                 if s == shard:
-                    ctx.timer_service().register_event_time_timer(self.schedule.release_time(open_window))
+                    ctx.timer_service().register_event_time_timer(release_timer(self.schedule, open_window))
             for p in self.partitions:
                 yield p, TICK_WINDOW, mark, b"", b""
             return
@@ -387,7 +416,7 @@ class CapOperator(KeyedProcessFunction):
         self._load(shard)
         epoch = mark
         if (shard, window) not in self.windows:
-            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
+            ctx.timer_service().register_event_time_timer(release_timer(self.schedule, window))
         cw = self._window(shard, window)
         units, values, weights = unpack_unit_payload(payload)
         if cw.applied_through is not None and epoch <= cw.applied_through:  # a broker clock that stepped back
@@ -406,12 +435,41 @@ class CapOperator(KeyedProcessFunction):
         self._load(shard)
         for s, window in sorted(k for k in self.windows if k[0] == shard):
             cw = self.windows[(s, window)]
-            releasing = self.schedule.release_time(window) <= timestamp
+            releasing = release_timer(self.schedule, window) <= timestamp
             epochs = sorted(cw.pending) if releasing else cw.due(timestamp, self.schedule.epoch_ms)
             yield from self._apply(shard, window, cw, epochs)
             if releasing:  # the window is released downstream at this watermark: its cap is done
                 self.entries.remove(self.count_seqs.pop((shard, window), []))
                 del self.windows[(shard, window)]
+
+
+class WarmUp:
+    """A data-free warm-up (compiled kernels loaded, code paths run once) on a thread of its own,
+    started at an operator's open: it overlaps the first input instead of delaying it, and
+    :meth:`ready` — called before the first work that needs it — waits for it and re-raises its
+    error. Its cost is the same in every run whatever the data (docs/ALGORITHMS.md §0.1 h)."""
+
+    def __init__(self, work) -> None:
+        import threading
+
+        self._error: BaseException | None = None
+        self._done = False
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # re-raised by ready()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="dphhh-warm-up", daemon=True)
+        self._thread.start()
+
+    def ready(self) -> None:
+        if not self._done:
+            self._thread.join()
+            self._done = True
+        if self._error is not None:
+            raise self._error
 
 
 class SketchOperator(KeyedProcessFunction):
@@ -440,7 +498,7 @@ class SketchOperator(KeyedProcessFunction):
         self.noise_for = noise_source_factory(self.cfg.seed, attempt_salt(self.cfg))
         dump = self.cfg.values["output"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
-        self._warm_up()
+        self.warm = WarmUp(self._warm_up)
 
     def _warm_up(self) -> None:
         """Run the release path once on a throwaway sketch (compiled kernels loaded, code paths
@@ -448,8 +506,16 @@ class SketchOperator(KeyedProcessFunction):
         slower by a worker's start-up would make the first report late (docs/ALGORITHMS.md §0.1 g)."""
         from privacy.randomness import SeededRandomSource
 
-        sw = SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+        sw = self._new_window()
         sw.add(0, Batch(-1, [np.arange(8, dtype=np.int64)] * self.cfg.hierarchy.h, None))
+        if sw.prefix_masks is not None:  # and the address batches' path (IPv4)
+            sw.add(1, AddressBatch(-1, np.arange(8, dtype=np.uint32)))
+            sw.add(
+                2,
+                AddressBatch(
+                    -1, np.arange(8, dtype=np.uint32), np.ones(8, dtype=np.uint32), np.ones(8, dtype=np.int64)
+                ),
+            )
         for level, sketch in enumerate(sw.final(), start=1):
             unpack_sketches(pack_sketches([sketch]))
             release_sketch(
@@ -462,10 +528,13 @@ class SketchOperator(KeyedProcessFunction):
                 rng=SeededRandomSource(np.random.default_rng(0)),
             )
 
+    def _new_window(self) -> SketchWindow:
+        return SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters, prefix_masks(self.cfg.hierarchy))
+
     def _window(self, partition: int, window: int) -> SketchWindow:
         found = self.windows.get((partition, window))
         if found is None:
-            found = self.windows[(partition, window)] = SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+            found = self.windows[(partition, window)] = self._new_window()
         return found
 
     def _load(self, partition: int) -> None:
@@ -484,8 +553,9 @@ class SketchOperator(KeyedProcessFunction):
                 merge_labels(sw.labels, pickle.loads(body))
                 sw.label_seqs.append(seq)
             else:
-                keys, weights = unpack_weighted_levels(body, self.cfg.hierarchy)
-                if not sw.add(epoch, Batch(seq, keys, weights)):  # applied entries leave with their epoch
+                if not sw.add(
+                    epoch, unpack_sketch_batch(seq, body, self.cfg.hierarchy)
+                ):  # applied entries leave with their epoch
                     raise UsageError(f"SketchOperator: Possible corruption: entry {seq} of an applied epoch {epoch}")
 
     def _save(self, window: int, sw: SketchWindow) -> None:
@@ -496,9 +566,9 @@ class SketchOperator(KeyedProcessFunction):
         """Register ``window``'s release timer unless the watermark has passed its time already."""
         if (
             self.schedule.in_schedule(window)
-            and self.schedule.release_time(window) > ctx.timer_service().current_watermark()
+            and release_timer(self.schedule, window) > ctx.timer_service().current_watermark()
         ):
-            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
+            ctx.timer_service().register_event_time_timer(release_timer(self.schedule, window))
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         partition, window, mark, payload, labels = value
@@ -517,28 +587,46 @@ class SketchOperator(KeyedProcessFunction):
         if labels:
             sw.label_seqs.append(self.entries.add(_entry(_LABELS, window, epoch, labels)))
             merge_labels(sw.labels, pickle.loads(labels))
-        keys, weights = unpack_weighted_levels(payload, self.cfg.hierarchy)
         if sw.applied_through is not None and epoch <= sw.applied_through:  # a broker clock that stepped back
-            sw.apply_now(Batch(-1, keys, weights))
+            self.warm.ready()
+            sw.apply_now(unpack_sketch_batch(-1, payload, self.cfg.hierarchy))
             self._save(window, sw)
         else:
-            sw.add(epoch, Batch(self.entries.add(_entry(_PENDING, window, epoch, payload)), keys, weights))
+            seq = self.entries.add(_entry(_PENDING, window, epoch, payload))
+            sw.add(epoch, unpack_sketch_batch(seq, payload, self.cfg.hierarchy))
         # every epoch the watermark has passed is complete: apply it (bounded memory, same result)
         watermark = ctx.timer_service().current_watermark()
         for (p, w), other in list(self.windows.items()):
             if p == partition and (due := other.due(watermark, self.schedule.epoch_ms)):
+                self.warm.ready()
                 self.entries.remove(other.apply(due))
                 self._save(w, other)
+                if other.labels_to_prune():  # labels bounded by what the sketches hold, not by the window
+                    other.prune_labels()
+                    self.entries.remove(other.label_seqs)
+                    other.label_seqs = [
+                        self.entries.add(_entry(_LABELS, w, -1, pickle.dumps(other.labels, protocol=5)))
+                    ]
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         partition = ctx.get_current_key()
         self._load(partition)
-        window = self.schedule.start_of_release_time(timestamp)
+        if self.schedule.mode == REPLAY:  # the end of input: every window of the range, in order
+            assert self.schedule.until_ms is not None  # a replay has an end
+            windows = range(self.schedule.origin_ms, self.schedule.until_ms, self.schedule.size_ms)
+        else:
+            windows = range(self.schedule.start_of_release_time(timestamp), timestamp, self.schedule.size_ms)[:1]
+        for window in windows:
+            yield from self._release(partition, window, ctx)
+
+    def _release(self, partition: int, window: int, ctx):
+        """Release ``window``'s sketches of ``partition`` (once: a timer may fire again, see open)."""
         done_through = self.released.value()
         if done_through is not None and window <= done_through:
-            return  # fired again (see open): released already
+            return  # released already
+        self.warm.ready()
         self.released.update(window)
-        sw = self.windows.pop((partition, window), None) or SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters)
+        sw = self.windows.pop((partition, window), None) or self._new_window()
         done = sw.apply_all()  # every epoch still held, in order
         sketches = sw.final()  # (empty sketches for an empty window)
         self.entries.remove(done + sw.label_seqs)
@@ -706,7 +794,7 @@ class ReleaseOperator(KeyedProcessFunction):
     def _arm(self, ctx, window: int) -> None:
         """Register the timer of ``window``'s scheduled release, if the schedule has that window."""
         if self.schedule.in_schedule(window) and ctx.timer_service().current_watermark() < MAX_WATERMARK:
-            ctx.timer_service().register_event_time_timer(self.schedule.release_time(window))
+            ctx.timer_service().register_event_time_timer(release_timer(self.schedule, window))
 
     def process_element(self, value, ctx: KeyedProcessFunction.Context):
         window, payload = value

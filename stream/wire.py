@@ -32,6 +32,7 @@ from sketches.partition import partition_of, route
 
 from .assembler import sketch_id
 from .config import JobConfig
+from .epochs import AddressBatch, Batch
 
 __all__ = [
     "select",
@@ -42,11 +43,13 @@ __all__ = [
     "ipv4_payloads",
     "pack_levels",
     "pack_sketches",
+    "prefix_masks",
     "sketch_payloads",
     "stamp",
     "unit_payloads",
     "unit_shards",
     "unpack_levels",
+    "unpack_sketch_batch",
     "unpack_sketches",
     "unpack_unit_payload",
     "unpack_weighted_levels",
@@ -251,6 +254,36 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
         weights.append(flat[start : start + size])
         start += size
     return out, weights
+
+
+def prefix_masks(hierarchy: Hierarchy) -> tuple[int, ...] | None:
+    """Each level's network mask for an IPv4 hierarchy (whose payloads carry addresses, not keys:
+    :func:`unpack_sketch_batch`), else ``None``."""
+    if hierarchy.kind != "ipv4":
+        return None
+    return tuple(hierarchy.mask(level) for level in range(1, hierarchy.h + 1))  # type: ignore[attr-defined]
+
+
+def unpack_sketch_batch(seq: int, payload: bytes, hierarchy: Hierarchy) -> Batch | AddressBatch:
+    """What the sketch operator buffers of one payload (state entry ``seq``): an IPv4 payload as its
+    addresses, level bits and weights (views of ``payload``, no key computed yet:
+    :class:`stream.epochs.AddressBatch`), any other as its per-level keys and weights."""
+    kind, n = np.frombuffer(payload, dtype=np.int64, count=2).tolist()
+    if kind in (_IPV4, _IPV4_W, _IPV4_MASKED, _IPV4_MASKED_W):
+        masked = kind in (_IPV4_MASKED, _IPV4_MASKED_W)
+        weighted = kind in (_IPV4_W, _IPV4_MASKED_W)
+        if n < 0 or len(payload) != 16 + (8 if masked else 4) * n + (8 * n if weighted else 0):
+            raise UsageError(
+                f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold its addresses"
+            )
+        addresses = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16)
+        bits = np.frombuffer(payload, dtype=np.uint32, count=n, offset=16 + 4 * n) if masked else None
+        weights = (
+            np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + (8 if masked else 4) * n) if weighted else None
+        )
+        return AddressBatch(seq, addresses, bits, weights)
+    keys, level_weights = unpack_weighted_levels(payload, hierarchy)
+    return Batch(seq, keys, level_weights)
 
 
 def pack_sketches(sketches: list[MisraGries]) -> bytes:

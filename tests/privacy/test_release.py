@@ -138,3 +138,38 @@ def test_paper_alpha2_formula() -> None:
         s = ReleaseScales.for_budget(epsilon=1.0, delta=1e-6, h=4, variant=variant, calibration="paper")
         got = alpha2(s, counters=100, h=4, partitions=2, beta=0.05)
         assert math.isclose(got, s.threshold + 2 * bw * math.log(2 * 100 * 4 * 2 / 0.05))
+
+
+def test_a_sketch_release_draws_the_same_noise_whatever_the_sketch_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work of releasing one sketch must not depend on how many keys it holds (docs/ALGORITHMS.md
+    §0.1 h: an empty and a full sketch must cost alike): every release draws the noise of κ keys in
+    one call — the slots the sketch does not fill as zero counters, their outcome discarded — and
+    the released values are the real keys' own (a padded release of the same seeded source equals
+    the release of the same counters padded by hand)."""
+    import privacy.release as release_module
+    from privacy.params import HHHParams
+    from privacy.window import release_sketch
+
+    drawn: list[tuple[int, ...]] = []
+    real = release_module.discrete_laplace
+
+    def counting(scale, shape, rng=None):
+        drawn.append(tuple(np.atleast_1d(shape)))
+        return real(scale, shape, rng=rng)
+
+    monkeypatch.setattr(release_module, "discrete_laplace", counting)
+    params = HHHParams(epsilon=1.0, delta=1e-6, tau=50, counters=16)
+    calls = {}
+    for held in (0, 1, 9, 16):
+        drawn.clear()
+        counters = {1000 + k: 40 + 7 * k for k in range(held)}
+        got = release_sketch(1, 0, counters, 500, params=params, h=4, rng=SeededRandomSource(3))
+        calls[held] = list(drawn)
+        scales = ReleaseScales.for_budget(
+            epsilon=params.release_budget.epsilon, delta=params.release_budget.delta, h=4, variant=params.variant
+        )
+        by_hand = np.array([counters[k] for k in sorted(counters)] + [0] * (16 - held), dtype=np.int64)
+        passed, values = release_arrays(by_hand, scales, SeededRandomSource(3))
+        assert got.values == {k: int(values[i]) for i, k in enumerate(sorted(counters)) if passed[i]}
+    assert all(c == calls[16] for c in calls.values()), calls  # the same draws, of κ values each
+    assert any(16 in shape for shape in calls[0])

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from privacy.params import PrivacyBudget
@@ -154,6 +155,24 @@ def test_weight_cap_calibrates_over_record_weights() -> None:
         PrivacyUnit(weight_cap=2)
     with pytest.raises(ValueError, match="PrivacyUnit: weight_cap must be"):
         PrivacyUnit(weight_cap=0, weight="bytes")
+
+
+def test_the_weight_cap_is_bounded_so_no_window_can_reach_the_sketch_total_limit() -> None:
+    """A sketch refuses a weighted update that brings its total to 2**62 (its kernel's headroom), a
+    failure one more record could trigger; W is bounded so that it takes >= 2**42 records of one
+    window and partition (docs/ALGORITHMS.md §0.1 h)."""
+    from privacy.unit import MAX_WEIGHT_CAP
+    from sketches.misra_gries import MAX_WEIGHTED_TOTAL, MisraGries
+
+    assert MAX_WEIGHTED_TOTAL // MAX_WEIGHT_CAP >= 2**42
+    assert PrivacyUnit(weight_cap=MAX_WEIGHT_CAP, weight="bytes").group_size == MAX_WEIGHT_CAP
+    with pytest.raises(ValueError, match="PrivacyUnit: weight_cap must be at most 2\\*\\*20"):
+        PrivacyUnit(weight_cap=MAX_WEIGHT_CAP + 1, weight="bytes")
+    # the limit it keeps away: a total at 2**62 is refused
+    mg = MisraGries(4)
+    mg.update(np.array([1], dtype=np.int64), np.array([MAX_WEIGHTED_TOTAL - 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="2\\*\\*62"):
+        mg.update(np.array([2], dtype=np.int64), np.array([1], dtype=np.int64))
 
 
 def test_weighted_ledger_states_the_record_guarantee() -> None:

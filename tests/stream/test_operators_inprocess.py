@@ -36,6 +36,7 @@ from stream.ledger import ReleaseLedger, job_key_secret
 from stream.message_batch import pack_batch
 from stream.metrics_catalog import OPERATOR_COUNTERS
 from stream.operators import (
+    MAX_WATERMARK,
     START,
     STEP_IDS,
     TICK_WINDOW,
@@ -215,8 +216,9 @@ def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_w
     assert (
         sketch.state_keys("sketch-windows") == [] and len(sketch.map_state("sketch-entries", 0, Types.LONG(), RAW)) == 2
     )
-    assert sketch.pending_timers() == [ORIGIN + W, ORIGIN + 2 * W, ORIGIN + 3 * W]  # every window of the range
-    assert release.pending_timers() == [ORIGIN + W]  # armed by the start record, before any element
+    # one end-of-input timer releases every window of the range (the release operator's: armed by the
+    # start record, before any element)
+    assert sketch.pending_timers() == [MAX_WATERMARK] and release.pending_timers() == [MAX_WATERMARK]
 
     chain.end_of_input()
     reports = _reports(chain.outputs)
@@ -248,6 +250,72 @@ def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_w
     for stage, step in ((sketch, "sketch"), (release, "release")):
         assert stage.state_names() and all(n.startswith(STEP_IDS[step] + "-") for n in stage.state_names())
     chain.close()
+
+
+@pytest.mark.parametrize("kind", ["ipv4", "user", "path"])
+def test_a_replay_with_a_clock_applies_complete_epochs_while_reading_and_releases_at_the_end(
+    tmp_path: Path, kind: str
+) -> None:
+    """A replay of a log with the broker's clock records (stream.job.replay_clock): its watermark
+    follows the clock during the input. Complete epochs are applied as it passes (their buffered
+    entries leave the state, the applied sketches are saved), nothing is released before the end of
+    input — not even a window whose release time the clock has passed — and the reports and
+    sketches are byte for byte those of the same log replayed without a clock (epochs applied at the
+    end), at event level, behind the unit cap, and for paths (hashed keys, whose label tables are
+    pruned to what the sketches hold as epochs are applied: the reports' labels are the same)."""
+    user_level = kind == "user"
+    more = {
+        "ipv4": [],
+        "user": ["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"],
+        "path": ["input.format=path", "hierarchy.spec=path:3"],
+    }[kind]
+    rng = np.random.default_rng(5)
+    log = []  # (record timestamp, message): 3 windows of 4 epochs with data, in time order
+    for window in range(3):
+        for epoch in (0, 1, 3, 7):
+            values = _heavy_window(rng)[:600]
+            t = ORIGIN + window * W + epoch * 100 + int(rng.integers(0, 100))
+            if user_level:
+                units = rng.integers(1, 40, values.size).astype(np.uint32)
+                messages = _pairs(units, values)
+            elif kind == "path":  # a few heavy paths among many distinct ones
+                messages = [
+                    f"c{v % 3}/r{v % 5 if v % 4 else v % 997}/s{v % 7 if v % 3 else v}".encode()
+                    for v in values[:150].tolist()
+                ]
+            else:
+                messages = _packed(values, per_message=200)
+            log += [(t, m) for m in messages]
+    runs, labels = {}, {}
+    for clock in (False, True):
+        cfg = _cfg(tmp_path / str(clock), *more, "privacy.counters=16")
+        chain = _pipeline(cfg, tmp_path / str(clock))
+        sketch = chain.stages[-2]
+        applied_early = False
+        for i in range(0, len(log), 5):
+            part = log[i : i + 5]
+            chain.send(pack_batch([t for t, _ in part], [m for _, m in part]))
+            if clock:  # the clock record after these messages: the broker's time of the last of them
+                chain.advance_watermark(part[-1][0])
+                assert chain.outputs == []  # never a release before the end of input
+                applied_early |= bool(sketch.state_keys("sketch-windows"))
+        assert applied_early == clock  # with a clock, complete epochs were applied while reading
+        # the open windows' labels (paths): pruned to what the sketches hold as epochs are applied
+        labels[clock] = max((sum(map(len, sw.labels.values())) for sw in sketch.operator.windows.values()), default=0)
+        if clock:  # only the epochs the clock has not passed are still buffered
+            held = len(sketch.map_state("sketch-entries", 0, Types.LONG(), RAW))
+            assert 0 < held < len(log) // 5
+        chain.end_of_input()
+        runs[clock] = ([unstamp(o) for o in chain.outputs], _dumped(tmp_path / str(clock)))
+        assert len(runs[clock][0]) == 3
+        assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-entries") == []
+        chain.close()
+    if kind == "path":  # bounded by 2·κ·h and one epoch's labels (150 paths), not by the window's
+        assert labels[True] <= 2 * 16 * 3 + 150 * 3 and labels[True] < labels[False], labels
+    (reports, dumps), (clock_reports, clock_dumps) = runs[False], runs[True]
+    assert clock_reports == reports
+    assert {k: v.to_bytes() for k, v in clock_dumps.items()} == {k: v.to_bytes() for k, v in dumps.items()}
+    assert any(mg.decrements for mg in dumps.values())  # 16 counters: the order decided the sketches
 
 
 def test_live_windows_are_released_when_the_watermark_passes_their_release_time(tmp_path: Path) -> None:

@@ -20,10 +20,27 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
  * record appended at time T has been read, every record appended before T has been read too: a
  * window whose scheduled release time is at most T can be released without waiting for, or being
  * triggered by, any element.
+ *
+ * <p>A live job emits the watermark at every new clock record (a release is not delayed). A replay
+ * of such a log ({@code ClockWatermarks(false)}) reads many clock records a second: it emits the
+ * newest only at the periodic emission (pipeline.auto-watermark-interval), since every watermark
+ * also ends the batcher's current batch.
  */
 public final class ClockWatermarks implements WatermarkStrategy<byte[]> {
 
     private static final long serialVersionUID = 1L;
+
+    private final boolean onEveryTick;
+
+    /** The live job's strategy: a watermark at every new clock record. */
+    public ClockWatermarks() {
+        this(true);
+    }
+
+    /** {@code onEveryTick = false}: the newest clock record's time at the periodic emission only (a replay). */
+    public ClockWatermarks(boolean onEveryTick) {
+        this.onEveryTick = onEveryTick;
+    }
 
     /** The value of a clock record (also in stream/clock.py). */
     static final byte[] TICK = {(byte) 0xff, 'd', 'p', 'h', 'h', 'h', '-', 'c', 'l', 'o', 'c', 'k', (byte) 0xff};
@@ -42,7 +59,9 @@ public final class ClockWatermarks implements WatermarkStrategy<byte[]> {
             public void onEvent(byte[] value, long timestamp, WatermarkOutput output) {
                 if (isTick(value) && timestamp > clock) {
                     clock = timestamp;
-                    output.emitWatermark(new Watermark(clock));
+                    if (onEveryTick) {
+                        output.emitWatermark(new Watermark(clock));
+                    }
                 }
             }
 
