@@ -12,7 +12,13 @@ input log and the public clock.
 The state is a compiled open-addressing table unit → kept count: a batch of n elements costs O(n)
 (expected), never O(distinct units), and only the units a batch touched change
 (:meth:`UnitCap.counts_of` / :meth:`UnitCap.restore_counts`: the stream job checkpoints those
-deltas, not the whole state).
+deltas, not the whole state). The table holds every unit of the window, and units are chosen by
+whoever sends the data, so it places them by a multiply-shift hash under a **secret hash key** of
+its own (docs/ALGORITHMS.md §0.1 h; :func:`_home`), drawn from the secure
+source whenever the table is allocated or rebuilt, never serialised: with a public hash, units
+crafted to share one home slot would make each insert walk one probe run of every unit so far
+(quadratic in a window's units, a cost and a release time set by the data). The expected cost is
+over that draw (:mod:`sketches._mg_kernel`, "Index", for the bound and its residual).
 
 Units are ``uint64`` keys; :func:`unit_keys_of` maps arbitrary unit values (JSON field values,
 strings, integers, bytes) to keys with a fixed, public hash.
@@ -31,7 +37,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from sketches._mg_kernel import njit
+from sketches._mg_kernel import njit, table_hash_key
 from sketches.errors import InputError, UsageError
 from sketches.framing import CRC, seal, unseal
 
@@ -50,26 +56,62 @@ class UnitCapFormatError(InputError):
     """Raised when serialised :class:`UnitCap` bytes are not a valid state."""
 
 
-_MULT = np.uint64(0x9E3779B97F4A7C15)
+@njit(cache=True, inline="always")
+def _shift_of(size):
+    """``64 − log2(size)`` (uint64) for a power-of-two table ``size``: :func:`_home` keeps the top bits."""
+    bits = 0
+    while (np.int64(1) << bits) < size:
+        bits += 1
+    return np.uint64(64 - bits)
 
 
 @njit(cache=True, inline="always")
-def _probe(unit, tunits, used):
-    """The slot holding ``unit``, or the empty slot where it would go (linear probing)."""
+def _home(unit, hkey, shift):
+    """Home slot of ``unit`` (uint64) under the table's secret hash key ``hkey`` (odd multipliers
+    a, b, c from :func:`sketches._mg_kernel.table_hash_key`): two multiply-xorshift rounds, then
+    multiply-shift — the hash of the Misra-Gries index (:func:`sketches._mg_kernel.home_of`, which
+    gives the bound and the reasons). Written out here, not imported into these kernels: numba's
+    kernel cache is keyed by the text of the kernel's own file, so a kernel built on another file's
+    function would keep a stale copy of it when only that file changes."""
+    y = unit * hkey[0]
+    y ^= y >> np.uint64(32)
+    y *= hkey[1]
+    y ^= y >> np.uint64(32)
+    return np.int64((y * hkey[2]) >> shift)
+
+
+@njit(cache=True, inline="always")
+def _probe(unit, tunits, used, hkey, shift):
+    """The slot holding ``unit``, or the empty slot where it would go (linear probing from its
+    :func:`_home`)."""
     m = tunits.shape[0] - 1
-    h = unit * _MULT
-    h ^= h >> np.uint64(29)
-    j = np.int64(h & np.uint64(m))
+    j = _home(unit, hkey, shift)
     while used[j] and tunits[j] != unit:
         j = (j + 1) & m
     return j
 
 
 @njit(cache=True)
-def _keep(units, cap, tunits, tkept, used, meta, mask):
+def _probe_lengths(tunits, used, hkey):
+    """(total, longest) number of slots a lookup of each held unit visits (1: its home slot)."""
+    m = tunits.shape[0] - 1
+    shift = _shift_of(tunits.shape[0])
+    total = 0
+    longest = 0
+    for j in range(m + 1):
+        if used[j]:
+            probes = ((j - _home(tunits[j], hkey, shift)) & m) + 1
+            total += probes
+            longest = max(longest, probes)
+    return total, longest
+
+
+@njit(cache=True)
+def _keep(units, cap, tunits, tkept, used, meta, mask, hkey):
     """Per element in order: keep iff its unit has kept fewer than ``cap``; ``meta[0]`` = units held."""
+    shift = _shift_of(tunits.shape[0])
     for i in range(units.shape[0]):
-        j = _probe(units[i], tunits, used)
+        j = _probe(units[i], tunits, used, hkey, shift)
         if not used[j]:
             used[j] = True
             tunits[j] = units[i]
@@ -81,16 +123,18 @@ def _keep(units, cap, tunits, tkept, used, meta, mask):
 
 
 @njit(cache=True)
-def _get(units, tunits, tkept, used, out):
+def _get(units, tunits, tkept, used, out, hkey):
+    shift = _shift_of(tunits.shape[0])
     for i in range(units.shape[0]):
-        j = _probe(units[i], tunits, used)
+        j = _probe(units[i], tunits, used, hkey, shift)
         out[i] = tkept[j] if used[j] else 0
 
 
 @njit(cache=True)
-def _set(units, kept, tunits, tkept, used, meta):
+def _set(units, kept, tunits, tkept, used, meta, hkey):
+    shift = _shift_of(tunits.shape[0])
     for i in range(units.shape[0]):
-        j = _probe(units[i], tunits, used)
+        j = _probe(units[i], tunits, used, hkey, shift)
         if not used[j]:
             used[j] = True
             tunits[j] = units[i]
@@ -102,11 +146,11 @@ class UnitCap:
     """Keep at most ``cap`` elements per privacy unit in one window, in the order given.
 
     State: unit → kept count (``1..cap``) in a compiled hash table, O(distinct units) memory;
-    :meth:`keep` is one O(n) pass and gives exactly the mask of the per-element rule "keep iff
-    fewer than ``cap`` elements of this unit were kept before".
+    :meth:`keep` is one O(n) pass (expected, over the table's secret hash key) and gives exactly
+    the mask of the per-element rule "keep iff fewer than ``cap`` elements of this unit were kept before".
     """
 
-    __slots__ = ("cap", "_units", "_kept", "_used", "_meta", "_dropped")
+    __slots__ = ("cap", "_units", "_kept", "_used", "_meta", "_hkey", "_dropped")
 
     def __init__(self, cap: int) -> None:
         self.cap = check_int("UnitCap", "cap", cap, 1)
@@ -114,6 +158,8 @@ class UnitCap:
         self._dropped = 0
 
     def _alloc(self, size: int) -> None:
+        # a fresh secret hash key with every table (docs/ALGORITHMS.md §0.1 h), never serialised
+        self._hkey = table_hash_key()
         self._units = np.zeros(size, dtype=np.uint64)
         self._kept = np.zeros(size, dtype=np.int64)
         self._used = np.zeros(size, dtype=np.bool_)
@@ -130,7 +176,7 @@ class UnitCap:
         units, kept = self._held()
         self._alloc(size)
         if units.size:
-            _set(units, kept, self._units, self._kept, self._used, self._meta)
+            _set(units, kept, self._units, self._kept, self._used, self._meta, self._hkey)
 
     def _held(self) -> tuple[np.ndarray, np.ndarray]:
         """(units ascending, their kept counts)."""
@@ -147,7 +193,7 @@ class UnitCap:
         if arr.shape[0] == 0:
             return mask
         self._reserve(arr.shape[0])
-        _keep(arr, self.cap, self._units, self._kept, self._used, self._meta, mask)
+        _keep(arr, self.cap, self._units, self._kept, self._used, self._meta, mask, self._hkey)
         self._dropped += int(arr.shape[0] - np.count_nonzero(mask))
         return mask
 
@@ -156,7 +202,7 @@ class UnitCap:
         arr = np.ascontiguousarray(_as_unit_array(units))
         out = np.zeros(arr.shape[0], dtype=np.int64)
         if arr.size:
-            _get(arr, self._units, self._kept, self._used, out)
+            _get(arr, self._units, self._kept, self._used, out, self._hkey)
         return out
 
     def restore_counts(self, units: np.ndarray | Iterable[int], kept: np.ndarray | Iterable[int]) -> None:
@@ -167,7 +213,13 @@ class UnitCap:
             raise UsageError("UnitCap.restore_counts: one count in 1..cap per unit")
         if arr.size:
             self._reserve(arr.shape[0])
-            _set(arr, k, self._units, self._kept, self._used, self._meta)
+            _set(arr, k, self._units, self._kept, self._used, self._meta, self._hkey)
+
+    def _probe_lengths(self) -> tuple[int, int]:
+        """(total, longest) number of table slots a lookup of each held unit visits (1: its home
+        slot). For tests of the index (docs/ALGORITHMS.md §0.1 h); depends on the data, never exported."""
+        total, longest = _probe_lengths(self._units, self._used, self._hkey)
+        return int(total), int(longest)
 
     @property
     def dropped(self) -> int:
