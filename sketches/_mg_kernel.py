@@ -130,11 +130,11 @@ def random_multiplier() -> np.uint64:
     return np.uint64(secrets.randbits(64) | 1)
 
 
-def table_hash_key() -> np.ndarray:
-    """A fresh secret hash key for one table: :data:`HASH_KEY_WORDS` random odd multipliers
-    (uint64), drawn when the table is allocated or rebuilt, never stored or output; see
-    :func:`home_of`."""
-    return np.array([random_multiplier() for _ in range(HASH_KEY_WORDS)], dtype=np.uint64)
+def table_hash_key(words: int = HASH_KEY_WORDS) -> np.ndarray:
+    """A fresh secret hash key for one table: ``words`` random odd multipliers (uint64; the unit
+    cap's table takes one more, for the high word of 128-bit units), drawn when the table is
+    allocated or rebuilt, never stored or output; see :func:`home_of`."""
+    return np.array([random_multiplier() for _ in range(words)], dtype=np.uint64)
 
 
 @njit(cache=True, inline="always")
