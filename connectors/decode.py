@@ -10,7 +10,9 @@ content into the reason. Formats:
   hierarchy is over (e.g. the destination);
 * ``text-ipv4``: one dotted-quad address per message (UTF-8);
 * ``json``: a JSON object with the address (dotted quad) in a configurable field; optionally an
-  event-time field (epoch milliseconds) and a privacy-unit field (any string or integer);
+  event-time field (epoch milliseconds) and a privacy-unit field (any string or integer), whose
+  value becomes a 128-bit unit key keyed with the deployment's secret
+  (:func:`privacy.unit_cap.unit_keys_of`; ``MessageDecoder(unit_secret=...)``);
 * ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``;
 * ``flow-json`` (with ``flow_key = "pair"``: both addresses, the source as the first address
   and the destination as the value, as ``packed-ipv4-pairs`` carries them — pair hierarchies):
@@ -42,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from privacy.unit_cap import unit_keys_of
+from privacy.unit_cap import UNIT_KEY_DTYPE, UnitKeyHasher
 from sketches.errors import UsageError
+from sketches.keyed import KeySecret
 
 from .flow_json import REASONS as FLOW_REASONS
 from .flow_json import FlowJsonDecoder, decode_pairs
@@ -85,8 +88,9 @@ _BE_U32 = np.dtype(">u4")
 @dataclass(frozen=True)
 class Decoded:
     """A decoded message: ``values`` (uint32 array or list of paths) or a ``reason``; ``event_time``
-    (epoch ms) when the message carried its own time (JSON), else ``None``; ``units`` (uint64, one
-    per value) when the decoder reads privacy-unit keys, else ``None``."""
+    (epoch ms) when the message carried its own time (JSON), else ``None``; ``units`` (one per
+    value: uint64 IPv4 unit addresses, or 128-bit keys of :data:`~privacy.unit_cap.UNIT_KEY_DTYPE`
+    for a JSON unit field) when the decoder reads privacy-unit keys, else ``None``."""
 
     values: Any = None
     reason: str | None = None
@@ -103,7 +107,9 @@ class DecodedBatch:
     """Many decoded messages: ``reasons[i]`` is ``None`` for a good message; ``counts[i]`` values
     of message ``i`` (0 when bad) follow each other in ``values`` (uint32 array or list of paths),
     in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field);
-    ``units`` (uint64, aligned with ``values``) when the decoder reads privacy-unit keys;
+    ``units`` (aligned with ``values``: uint64 unit addresses, or 128-bit keys of
+    :data:`~privacy.unit_cap.UNIT_KEY_DTYPE` for a JSON unit field) when the decoder reads
+    privacy-unit keys;
     ``weights`` (int64, aligned with ``values``, not yet clipped) for weighted flow records;
     ``ok`` (bool per message: ``reasons[i] is None``) when the decoder has it at hand."""
 
@@ -121,7 +127,14 @@ class MessageDecoder:
 
     ``source_units`` (``flow-json``): every decoded record also gives its IPv4 source address as
     its privacy-unit key (``units``, uint64, aligned with the values); ``packed-ipv4-pairs``
-    carries its unit addresses anyway."""
+    carries its unit addresses anyway. Addresses are their own unit keys (exact).
+
+    ``unit_field`` (``json``): the field's value is hashed to a 128-bit unit key under
+    ``unit_secret``, the deployment's secret (:func:`privacy.unit_cap.unit_keys_of`; the stream
+    job's decode operator passes :func:`stream.ledger.job_key_secret`). A decoder built without
+    one — tests, fuzzing, tools that publish nothing — hashes under the fixed public fallback key:
+    its keys are as wide (aiming a value at a given key still takes a 128-bit second preimage) but
+    a public function of the value, which no deployment relies on."""
 
     def __init__(
         self,
@@ -136,6 +149,7 @@ class MessageDecoder:
         flow_key: str = "src",
         flow_weight: str = "records",
         source_units: bool = False,
+        unit_secret: KeySecret | None = None,
     ) -> None:
         if fmt not in FORMATS:
             raise UsageError(f"MessageDecoder: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -151,6 +165,7 @@ class MessageDecoder:
             )
         self.format = fmt
         self.unit_field = unit_field
+        self._unit_keys = UnitKeyHasher(unit_secret) if unit_field is not None else None
         #: whether decoded values come with privacy-unit keys
         self.has_units = fmt == "packed-ipv4-pairs" or unit_field is not None
         self.max_message_bytes = max_message_bytes
@@ -222,7 +237,8 @@ class MessageDecoder:
                 unit = obj.get(self.unit_field)
                 if not isinstance(unit, (str, int)) or isinstance(unit, bool):
                     return Decoded(reason="missing_unit")
-                units = unit_keys_of([unit])
+                assert self._unit_keys is not None
+                units = self._unit_keys.keys([unit])
             text = obj[self.json_field]
         if self.format == "path":
             return self._path(text)
@@ -249,7 +265,8 @@ class MessageDecoder:
         out_values: Any = flat if self.format == "path" else np.array(flat, dtype=np.uint32)
         units = None
         if self.has_units:
-            units = np.concatenate([np.empty(0, np.uint64)] + [d.units for d in decoded if d.ok])
+            empty = np.empty(0, UNIT_KEY_DTYPE if self.unit_field is not None else np.uint64)
+            units = np.concatenate([empty] + [d.units for d in decoded if d.ok])
         return DecodedBatch([d.reason for d in decoded], counts, out_values, times, units)
 
     def _flow_many(self, values: list[bytes | None]) -> DecodedBatch:

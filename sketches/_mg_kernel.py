@@ -6,9 +6,11 @@ State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
 * ``slot_keys[κ]`` (int64): the key in each slot; dummy keys are negative (``-1 - slot``) and can
   never equal a real key (real keys are >= 0).
 * ``counts[κ]`` (int64): the counter of each slot.
-* ``table[2·cap]`` (int64): open-addressing hash table (linear probing, backward-shift deletion)
+* ``table[2·size]`` (int64): open-addressing hash table (linear probing, backward-shift deletion)
   of (key, slot) pairs mapping a real key to its slot; key ``EMPTY`` marks an empty bucket.
-  Dummies are not in the table.
+  Dummies are not in the table. ``size`` is a power of two; a key's home bucket is
+  :func:`home_of`, a multiply-shift hash under the table's **secret hash key** ``hkey`` (three
+  random odd uint64 multipliers, an argument of every kernel that reads the table; "Index" below).
 * ``tpos[κ]`` (int64): the bucket of each slot's real key in ``table`` (kept up to date when
   backward shifting moves entries), so evicting a key needs no probe.
 * ``zslots[κ]`` (int64) with ``meta[ZPTR]``/``meta[ZLEN]``: the slots whose counter was 0 at the
@@ -27,11 +29,13 @@ one sketch only" part of Lemma 4.1.1 that the δ accounting of §3 relies on. Wi
 rule the sketch is a function of its key→counter map, and the lemma has a written proof
 (docs/calibration.md §1.1) checked exhaustively on small streams and by random property tests.
 
-Amortised cost: a hit is O(1); a replacement is O(1) plus lazily skipped entries (each skipped at
+Amortised cost: a hit is one lookup in the index, O(1) expected over the index's secret hash key
+(see "Index" below: never O(κ), whatever keys are sent); a replacement is a lookup, an insert and
+a backward-shift deletion, O(1) expected likewise, plus lazily skipped entries (each skipped at
 most once per rebuild); a decrement-all costs O(κ) for the scan plus an in-place sort of the z
 slots that reached zero, O(z log z); it happens at most n/κ times in a stream of n elements (each
-one removes κ units of counter mass, and each element adds at most one), so over a stream the work
-is O(n) for everything but the sorts, O(n log κ) in the worst case, without allocation.
+one removes κ units of counter mass, and each element adds at most one), so over a stream the
+expected work is O(n) for everything but the sorts, O(n log κ) in the worst case, without allocation.
 
 Weighted records (:func:`mg_update_weighted`, each exactly v unit inserts in a row) never cost
 O(v): a hit or a free zero slot is O(1) amortised as above; t decrement-all steps at once are one
@@ -42,12 +46,32 @@ can be O(1) amortised per record in the comparison model: κ fresh keys with dis
 a_1..a_κ < W, then κ fresh keys of weight W, make the replacements happen in increasing order of
 the a_i (each key of weight W evicts the current smallest counter), so the final slot keys sort
 the a_i: Ω(κ log κ) comparisons for 2κ records.
+
+Index (docs/ALGORITHMS.md §0.1 h, "hash flooding"): keys are chosen by whoever sends the data, so
+the key → slot table must not use a hash they can compute. With a public function, keys crafted to
+share one home bucket form one probe run that every lookup, insert and backward shift walks: O(κ)
+per element instead of O(1), a cost (and so a release time) set by the data. Each table therefore
+has its own **secret hash key** ``hkey`` (:func:`table_hash_key`: three random odd 64-bit words
+from the secure source), drawn when the table is allocated — a loaded sketch draws a fresh one and
+rebuilds its index — and never stored or output. A key's home is :func:`home_of`: two secret
+multiply-xorshift rounds (a bijection), then multiply-shift, whose home is the **top**
+``log2(size)`` bits of the product (the low bits of a product depend only on the key's low bits).
+Multiply-shift makes two distinct keys share a home with probability at most 2/size over the key
+(Dietzfelbinger et al. 1997), so whatever keys are sent, a held key expects at most
+2κ/size <= 1/8 others at its home (load <= 1/16); nobody who sends data knows the draw, so the
+costs above are expected costs over it. The index is internal: slots, counters, the tie rule and
+the serialised state never depend on it. Residual: this is universal hashing, not 5-independent,
+so linear probing's expected cost is not proved O(1) for *every* key set (structured sets can cost
+more than a constant under universal families: Pagh, Pagh, Ružić 2009; Pătraşcu, Thorup 2010 — the
+reason for the two rounds before the multiply-shift, see :func:`home_of`); what a sender can aim
+without the key is that, never the O(κ) per element of keys aimed at a known hash.
 """
 
 from __future__ import annotations
 
 import builtins
 import os
+import secrets
 import sys
 
 import numpy as np
@@ -93,26 +117,69 @@ from numba import njit  # noqa: E402  (after the fixes above)
 ZPTR, ZLEN, DECREMENTS, TOTAL = 0, 1, 2, 3
 META_SIZE = 4
 
-_MULT = np.uint64(0x9E3779B97F4A7C15)
-
-
 EMPTY = np.int64(-(2**63))  # an empty bucket's key (dummies are never in the table)
 
 
-@njit(cache=True, inline="always")
-def _bucket(key, mask):
-    h = np.uint64(key) * _MULT
-    h ^= h >> np.uint64(29)
-    return np.int64(h & np.uint64(mask))
+HASH_KEY_WORDS = 3  # a table's secret hash key: three odd multipliers (home_of)
+
+
+def random_multiplier() -> np.uint64:
+    """A random odd 64-bit word from the secure source: one of a table's secret multipliers
+    (docs/ALGORITHMS.md §0.1 h). Tests replace it (a module attribute, looked up at each draw) to
+    inject known multipliers."""
+    return np.uint64(secrets.randbits(64) | 1)
+
+
+def table_hash_key(words: int = HASH_KEY_WORDS) -> np.ndarray:
+    """A fresh secret hash key for one table: ``words`` random odd multipliers (uint64; the unit
+    cap's table takes one more, for the high word of 128-bit units), drawn when the table is
+    allocated or rebuilt, never stored or output; see :func:`home_of`."""
+    return np.array([random_multiplier() for _ in range(words)], dtype=np.uint64)
 
 
 @njit(cache=True, inline="always")
-def _position(table, mask, key):
+def _shift_of(size):
+    """``64 − log2(size)`` (uint64) for a power-of-two table ``size`` >= 2: :func:`home_of` keeps
+    the top ``log2(size)`` bits."""
+    bits = 0
+    while (np.int64(1) << bits) < size:
+        bits += 1
+    return np.uint64(64 - bits)
+
+
+@njit(cache=True, inline="always")
+def home_of(key, hkey, shift):
+    """Home bucket of ``key`` (uint64) in a table with secret hash key ``hkey`` (odd multipliers
+    a, b, c; :func:`table_hash_key`): ``y = key·a``, ``y ^= y >> 32``, ``y *= b``, ``y ^= y >> 32``,
+    then multiply-shift — the top bits of ``y·c`` (all mod 2**64; ``shift`` from :func:`_shift_of`).
+
+    ``key → y`` is a bijection for any a, b, so two distinct keys share a home with probability at
+    most 2/size over c alone (multiply-shift, Dietzfelbinger et al. 1997), whatever the keys. The
+    two secret multiply-xorshift rounds before it break up arithmetic structure among the keys
+    (consecutive addresses, prefixes that are multiples of 2**k): multiply-shift alone maps an
+    arithmetic progression to a Weyl sequence, and about one multiplier in a hundred gives such a
+    set runs of over 32 keys, a few in a thousand runs of hundreds (measured on 3000 consecutive
+    units in 8192 slots: runs up to 1150; with the two rounds, up to 36, as for random keys;
+    ``tests/sketches/test_hash_flooding.py``)."""
+    y = key * hkey[0]
+    y ^= y >> np.uint64(32)
+    y *= hkey[1]
+    y ^= y >> np.uint64(32)
+    return np.int64((y * hkey[2]) >> shift)
+
+
+@njit(cache=True, inline="always")
+def _bucket(key, hkey, shift):
+    return home_of(np.uint64(key), hkey, shift)
+
+
+@njit(cache=True, inline="always")
+def _position(table, mask, key, hkey, shift):
     """Bucket holding ``key``; if absent, ``-1 - e`` with ``e`` the empty bucket where it would go.
 
     ``table[2b]`` is a key, ``table[2b+1]`` its slot.
     """
-    i = _bucket(key, mask)
+    i = _bucket(key, hkey, shift)
     while True:
         k = table[2 * i]
         if k == key:
@@ -123,8 +190,8 @@ def _position(table, mask, key):
 
 
 @njit(cache=True, inline="always")
-def _insert(table, mask, key, slot, tpos):
-    i = _bucket(key, mask)
+def _insert(table, mask, key, slot, tpos, hkey, shift):
+    i = _bucket(key, hkey, shift)
     while table[2 * i] != EMPTY:
         i = (i + 1) & mask
     table[2 * i] = key
@@ -133,15 +200,17 @@ def _insert(table, mask, key, slot, tpos):
 
 
 @njit(cache=True, inline="always")
-def _delete_at(table, mask, i, tpos):
-    """Empty bucket ``i``; backward shifting keeps every probe sequence unbroken (no tombstones)."""
+def _delete_at(table, mask, i, tpos, hkey, shift):
+    """Empty bucket ``i``; backward shifting keeps every probe sequence unbroken (no tombstones).
+    An entry moves back into the hole unless its home (the same :func:`_bucket` as every lookup)
+    lies cyclically in ``(i, j]``."""
     j = i
     while True:
         j = (j + 1) & mask
         k = table[2 * j]
         if k == EMPTY:
             break
-        home = _bucket(k, mask)
+        home = _bucket(k, hkey, shift)
         if i <= j:
             stays = i < home <= j
         else:
@@ -259,15 +328,17 @@ def _enter_key(table, b, x, y, slot_keys, tpos):
 
 
 @njit(cache=True, nogil=True)
-def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
-    """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each."""
+def mg_update(stream, slot_keys, counts, table, hkey, zslots, tpos, meta):
+    """Insert every element of ``stream`` (int64, all >= 0) in array order, weight 1 each
+    (``hkey``: the table's secret hash key, :func:`table_hash_key`)."""
     mask = table.shape[0] // 2 - 1
+    shift = _shift_of(table.shape[0] // 2)
     zptr = meta[ZPTR]
     zlen = meta[ZLEN]
     decrements = meta[DECREMENTS]
     for idx in range(stream.shape[0]):
         x = stream[idx]
-        b = _position(table, mask, x)
+        b = _position(table, mask, x, hkey, shift)
         if b >= 0:  # step 1: x is a key
             counts[table[2 * b + 1]] += 1
             continue
@@ -286,7 +357,7 @@ def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
         # step 3: y is the zero-counter slot holding the smallest key: replace it.
         old_bucket = _enter_key(table, b, x, y, slot_keys, tpos)
         if old_bucket >= 0:
-            _delete_at(table, mask, old_bucket, tpos)
+            _delete_at(table, mask, old_bucket, tpos, hkey, shift)
         counts[y] = 1
     meta[ZPTR] = zptr
     meta[ZLEN] = zlen
@@ -295,29 +366,50 @@ def mg_update(stream, slot_keys, counts, table, zslots, tpos, meta):
 
 
 @njit(cache=True)
-def mg_rebuild_index(slot_keys, counts, table, zslots, tpos, meta):
-    """Rebuild the hash table and the zero list from ``slot_keys``/``counts`` (after a load)."""
+def mg_rebuild_index(slot_keys, counts, table, hkey, zslots, tpos, meta):
+    """Rebuild the hash table (under hash key ``hkey``) and the zero list from
+    ``slot_keys``/``counts`` (after a load)."""
     mask = table.shape[0] // 2 - 1
+    shift = _shift_of(table.shape[0] // 2)
     table[:] = EMPTY
     for i in range(slot_keys.shape[0]):
         if slot_keys[i] >= 0:
-            _insert(table, mask, slot_keys[i], i, tpos)
+            _insert(table, mask, slot_keys[i], i, tpos, hkey, shift)
     meta[ZLEN] = _collect_zero_slots(counts, zslots, slot_keys, 0)
     meta[ZPTR] = 0
 
 
 @njit(cache=True)
-def mg_lookup(keys, slot_keys, counts, table):
+def mg_lookup(keys, slot_keys, counts, table, hkey):
     """Counter of each key (0 when the key holds no slot)."""
     mask = table.shape[0] // 2 - 1
+    shift = _shift_of(table.shape[0] // 2)
     out = np.zeros(keys.shape[0], dtype=np.int64)
     for i in range(keys.shape[0]):
         k = keys[i]
         if k >= 0:
-            b = _position(table, mask, k)
+            b = _position(table, mask, k, hkey, shift)
             if b >= 0:
                 out[i] = counts[table[2 * b + 1]]  # (a miss returns a negative bucket code)
     return out
+
+
+@njit(cache=True)
+def mg_probe_lengths(table, hkey):
+    """(total, longest) number of buckets a lookup of each held key visits under hash key ``hkey``
+    (1 for a key in its home bucket). A diagnostic for tests of the index (docs/ALGORITHMS.md §0.1 h);
+    it depends on the data and is never exported."""
+    mask = table.shape[0] // 2 - 1
+    shift = _shift_of(table.shape[0] // 2)
+    total = 0
+    longest = 0
+    for i in range(mask + 1):
+        k = table[2 * i]
+        if k != EMPTY:
+            probes = ((i - _bucket(k, hkey, shift)) & mask) + 1
+            total += probes
+            longest = max(longest, probes)
+    return total, longest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +444,7 @@ def _sift_down(heap, hpos, counts, slot_keys, i):
 
 
 @njit(cache=True, nogil=True)
-def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, meta, scan_rate):
+def mg_update_weighted(stream, weights, slot_keys, counts, table, hkey, zslots, tpos, meta, scan_rate):
     """Insert record ``(stream[i], weights[i])`` for every i in array order, each **exactly** as
     ``weights[i]`` unit inserts of ``stream[i]`` in a row (keys >= 0, weights >= 1, checked by the
     caller, as is that the total stays below 2**62).
@@ -380,9 +472,11 @@ def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, 
       counter and the zero list rebuilt, O(κ log κ) once.
 
     So a call costs O(records · log κ + κ log κ) in the worst case and O(records) amortised while
-    decrement-all steps stay rarer than one per κ/scan_rate records.
+    decrement-all steps stay rarer than one per κ/scan_rate records (index lookups: expected O(1)
+    over the table's secret hash key ``hkey``, see the module's "Index").
     """
     mask = table.shape[0] // 2 - 1
+    shift = _shift_of(table.shape[0] // 2)
     kappa = counts.shape[0]
     zptr = meta[ZPTR]
     zlen = meta[ZLEN]
@@ -397,7 +491,7 @@ def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, 
         x = stream[idx]
         v = weights[idx]
         units += v
-        b = _position(table, mask, x)
+        b = _position(table, mask, x, hkey, shift)
         if b >= 0:  # x is a key: its v units are v hits
             slot = table[2 * b + 1]
             counts[slot] += v
@@ -445,7 +539,7 @@ def mg_update_weighted(stream, weights, slot_keys, counts, table, zslots, tpos, 
         # The (m+1)-th unit takes y, the zero slot holding the smallest key; the rest hit x.
         old_bucket = _enter_key(table, b, x, y, slot_keys, tpos)
         if old_bucket >= 0:
-            _delete_at(table, mask, old_bucket, tpos)
+            _delete_at(table, mask, old_bucket, tpos, hkey, shift)
         counts[y] = offset + (v - m)
         if heap_on:
             _sift_down(heap, hpos, counts, slot_keys, 0)

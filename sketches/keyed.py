@@ -106,6 +106,18 @@ class KeySecret:
         msg = b"dphhh.window:" + int(start_ms).to_bytes(8, "little", signed=True)
         return KeySecret(hashlib.blake2b(msg, key=self._key, digest_size=_SECRET_BYTES).digest())
 
+    def purpose(self, name: bytes) -> KeySecret:
+        """The key of one use of this key, ``BLAKE2b(key, "dphhh.purpose:" ‖ name)`` (e.g. ``b"unit"``
+        for privacy-unit keys, :func:`privacy.unit_cap.unit_keys_of`): keys of different uses, and
+        the per-window keys, tell nothing about each other."""
+        msg = b"dphhh.purpose:" + bytes(name)
+        return KeySecret(hashlib.blake2b(msg, key=self._key, digest_size=_SECRET_BYTES).digest())
+
+    def keyed_blake2b(self, digest_size: int, person: bytes = b"") -> hashlib.blake2b:
+        """A BLAKE2b state keyed with this key (``digest_size`` bytes, personalisation ``person``):
+        to hash many messages, ``copy()`` it and ``update()`` the copy with each."""
+        return hashlib.blake2b(key=self._key, digest_size=digest_size, person=person)
+
     def level(self, level: int, tag: bytes = b"") -> tuple[int, int]:
         """The two 64-bit SipHash keys of one level (``tag`` separates uses within a level)."""
         msg = b"dphhh.level:" + int(level).to_bytes(4, "little") + tag

@@ -94,7 +94,8 @@ def clip_weights(weights: np.ndarray | Iterable[int], cap: int, owner: str = "cl
 def _table_size(kappa: int) -> int:
     """Buckets of the key → slot table: a power of two >= 16κ (load <= 1/16 keeps probe runs short:
     measured ~2x faster than load 1/2 on high-churn streams; state size is unaffected, only slots
-    are serialised)."""
+    are serialised). Keys are placed by a multiply-shift hash under the table's secret hash key
+    (:mod:`sketches._mg_kernel`, "Index")."""
     size = 8
     while size < 16 * kappa:
         size <<= 1
@@ -104,7 +105,7 @@ def _table_size(kappa: int) -> int:
 class MisraGries:
     """Misra-Gries sketch with ``k`` slots (κ) over int keys >= 0: unit inserts or weighted records."""
 
-    __slots__ = ("k", "_slot_keys", "_counts", "_table", "_zeros", "_tpos", "_meta")
+    __slots__ = ("k", "_slot_keys", "_counts", "_table", "_hkey", "_zeros", "_tpos", "_meta")
 
     def __init__(self, k: int) -> None:
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not (1 <= k <= MAX_KAPPA):
@@ -113,6 +114,8 @@ class MisraGries:
         self._slot_keys = -1 - np.arange(self.k, dtype=np.int64)  # distinct dummies
         self._counts = np.zeros(self.k, dtype=np.int64)
         self._table = np.full(2 * _table_size(self.k), K.EMPTY, dtype=np.int64)
+        # The index's secret hash key (docs/ALGORITHMS.md §0.1 h): drawn with the table, never serialised.
+        self._hkey = K.table_hash_key()
         self._zeros = np.arange(self.k - 1, -1, -1, dtype=np.int64)  # zero slots by key: dummy -κ first
         self._tpos = np.zeros(self.k, dtype=np.int64)
         self._meta = np.zeros(K.META_SIZE, dtype=np.int64)
@@ -145,10 +148,21 @@ class MisraGries:
         if int(arr.min()) < 0:
             raise UsageError("MisraGries.update: keys must be >= 0 (negative keys are reserved for dummies)")
         if w is None:
-            K.mg_update(arr, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta)
+            K.mg_update(
+                arr, self._slot_keys, self._counts, self._table, self._hkey, self._zeros, self._tpos, self._meta
+            )
         else:
             K.mg_update_weighted(
-                arr, w, self._slot_keys, self._counts, self._table, self._zeros, self._tpos, self._meta, SCAN_RATE
+                arr,
+                w,
+                self._slot_keys,
+                self._counts,
+                self._table,
+                self._hkey,
+                self._zeros,
+                self._tpos,
+                self._meta,
+                SCAN_RATE,
             )
 
     def _checked_weights(self, weights: np.ndarray | Iterable[int], length: int) -> np.ndarray:
@@ -183,12 +197,14 @@ class MisraGries:
 
     def estimate(self, key: int) -> int:
         """The counter of ``key`` (0 if absent) — equal to :meth:`get_lower_bound`."""
-        return int(K.mg_lookup(np.array([key], dtype=np.int64), self._slot_keys, self._counts, self._table)[0])
+        return int(
+            K.mg_lookup(np.array([key], dtype=np.int64), self._slot_keys, self._counts, self._table, self._hkey)[0]
+        )
 
     def estimates(self, keys: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`estimate`."""
         arr = np.ascontiguousarray(keys, dtype=np.int64)
-        return K.mg_lookup(arr, self._slot_keys, self._counts, self._table)
+        return K.mg_lookup(arr, self._slot_keys, self._counts, self._table, self._hkey)
 
     def get_lower_bound(self, key: int) -> int:
         """A value never above the true frequency of ``key``."""
@@ -202,6 +218,12 @@ class MisraGries:
     def maximum_error(self) -> int:
         """Upper bound minus lower bound for any key."""
         return self.decrements
+
+    def _probe_lengths(self) -> tuple[int, int]:
+        """(total, longest) number of index buckets a lookup of each held key visits (1: its home
+        bucket). For tests of the index (docs/ALGORITHMS.md §0.1 h); depends on the data, never exported."""
+        total, longest = K.mg_probe_lengths(self._table, self._hkey)
+        return int(total), int(longest)
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of (slot keys, counters), dummies included, in slot order (for tests)."""
@@ -259,5 +281,14 @@ class MisraGries:
         sketch._counts[:] = counts
         sketch._meta[K.TOTAL] = total
         sketch._meta[K.DECREMENTS] = decrements
-        K.mg_rebuild_index(sketch._slot_keys, sketch._counts, sketch._table, sketch._zeros, sketch._tpos, sketch._meta)
+        # a fresh hash key (drawn by cls(kappa)): the index is rebuilt, never loaded
+        K.mg_rebuild_index(
+            sketch._slot_keys,
+            sketch._counts,
+            sketch._table,
+            sketch._hkey,
+            sketch._zeros,
+            sketch._tpos,
+            sketch._meta,
+        )
         return sketch

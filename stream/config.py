@@ -270,12 +270,20 @@ class JobConfig:
     unit: PrivacyUnit = PrivacyUnit()
     budget: PrivacyBudget | None = None
     guard: BudgetGuard | None = None
-    #: the δ charged for hashed keys' chance collisions (docs/calibration.md §8), in ``budget``
+    #: the δ charged for hashed keys' chance collisions — sketch keys and JSON unit keys
+    #: (docs/calibration.md §8, §8.1) — in ``budget``
     key_delta: float = 0.0
 
     def __getitem__(self, dotted: str) -> Any:
         section, _, key = dotted.partition(".")
         return self.values[section][key]
+
+    @property
+    def uses_key_secret(self) -> bool:
+        """Whether the job hashes under the deployment's secret (:func:`stream.ledger.job_key_secret`):
+        hashed sketch keys (docs/ALGORITHMS.md §1 "Keys"), or JSON privacy-unit keys
+        (:func:`privacy.unit_cap.unit_keys_of`)."""
+        return self.hierarchy.hashed_keys or _json_units(self.values["privacy"])
 
     @property
     def seed(self) -> int | None:
@@ -439,7 +447,7 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         budget = PrivacyBudget(p["epsilon"], p["delta"])
         if not 0 < p["delta"] < 1:
             raise UsageError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
-        key_delta = _key_collision_delta(budget, hierarchy, unit, p["counters"])
+        key_delta = _key_collision_delta(budget, hierarchy, unit, p["counters"], _json_units(p))
         event = unit.event_budget(PrivacyBudget(budget.epsilon, budget.delta - key_delta))
         params = HHHParams(
             epsilon=event.epsilon,
@@ -580,17 +588,30 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
     raise ConfigError(f"config: privacy.unit_key must be empty, 'source-ipv4' or 'json:FIELD', got {key!r}")
 
 
-def _key_collision_delta(budget: PrivacyBudget, hierarchy: Hierarchy, unit: PrivacyUnit, counters: int) -> float:
+def _json_units(p: Mapping[str, Any]) -> bool:
+    """Whether the privacy unit is a JSON field (``privacy.unit_key = "json:FIELD"``): its values
+    get keyed 128-bit unit keys (:func:`privacy.unit_cap.unit_keys_of`)."""
+    return p["unit_key"].strip().startswith("json:")
+
+
+def _key_collision_delta(
+    budget: PrivacyBudget, hierarchy: Hierarchy, unit: PrivacyUnit, counters: int, json_units: bool = False
+) -> float:
     """The δ of hashed keys' chance collisions (docs/calibration.md §8), taken from ``budget``: per
     hashed level, each of a unit's at most m distinct prefixes (1 at event level; a weighted record
-    is one prefix) may meet a key of the final sketch, :func:`sketches.keyed.collision_delta` each."""
+    is one prefix) may meet a key of the final sketch, :func:`sketches.keyed.collision_delta` each;
+    with JSON units, another unit of the window may share the unit's hashed key,
+    :func:`privacy.unit_cap.unit_collision_delta` (§8.1)."""
+    from privacy.unit_cap import unit_collision_delta
     from sketches.keyed import collision_delta
 
     distinct = unit.cap if unit.kind == "user" else 1
-    cost = distinct * hierarchy.hashed_levels * collision_delta(counters)
+    sketch_keys = distinct * hierarchy.hashed_levels * collision_delta(counters)
+    cost = sketch_keys + (unit_collision_delta() if json_units else 0.0)
     if cost and cost >= budget.delta / 2:
+        what = "a hierarchy with hashed keys" if sketch_keys else "hashed (JSON) unit keys"
         raise UsageError(
-            f"HHHParams: delta = {budget.delta:g} is too small for a hierarchy with hashed keys: their chance "
+            f"HHHParams: delta = {budget.delta:g} is too small for {what}: their chance "
             f"collisions alone cost {cost:.3g} (docs/calibration.md §8)"
         )
     return cost

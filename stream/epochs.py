@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy.unit_cap import UnitCap
+from privacy.unit_cap import UnitCap, unit_sort_keys
 from sketches.canonical import apply_canonical
 from sketches.misra_gries import MisraGries
 
@@ -285,6 +285,13 @@ def value_codes(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.uint64)
 
 
+def _unit_keys(units: Any) -> np.ndarray:
+    """A batch's unit keys as an array: 128-bit keys (:data:`privacy.unit_cap.UNIT_KEY_DTYPE`) as
+    they are, addresses as uint64."""
+    arr = np.asarray(units)
+    return arr if arr.dtype.names else arr.astype(np.uint64, copy=False)
+
+
 @dataclass
 class CapWindow:
     """The unit cap of one (shard, window) and the epochs not applied to it yet.
@@ -311,7 +318,7 @@ class CapWindow:
     ) -> tuple[Any, np.ndarray | None, np.ndarray, np.ndarray]:
         """Cap one group in canonical order: (kept values, their weights or None, touched units,
         their kept counts after the group)."""
-        units = np.concatenate([np.asarray(e[1], dtype=np.uint64) for e in entries])
+        units = np.concatenate([_unit_keys(e[1]) for e in entries])
         pairs = isinstance(entries[0][2], tuple)
         if pairs:
             values: Any = tuple(np.concatenate([np.asarray(e[2][i]) for e in entries]) for i in range(2))
@@ -320,7 +327,8 @@ class CapWindow:
         weighted = entries[0][3] is not None
         weights = np.concatenate([np.asarray(e[3], dtype=np.int64) for e in entries]) if weighted else None
         codes = value_codes(values)
-        order = np.lexsort((weights, codes, units) if weights is not None else (codes, units))
+        by_unit = unit_sort_keys(units)  # (unit, value, weight): 128-bit units by (high, low) word
+        order = np.lexsort((weights, codes, *by_unit) if weights is not None else (codes, *by_unit))
         units = units[order]
         values = tuple(v[order] for v in values) if pairs else values[order]
         weights = None if weights is None else weights[order]

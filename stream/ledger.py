@@ -179,8 +179,9 @@ class ReleaseLedger:
 
 
 def job_key_secret(cfg) -> KeySecret:
-    """The deployment's hash key for hashed sketch keys (:mod:`sketches.keyed`): stored in the
-    ledger (0600, created on first use), or derived from ``privacy.seed`` in a seeded test run."""
+    """The deployment's hash key for hashed sketch keys (:mod:`sketches.keyed`) and JSON unit keys
+    (:func:`privacy.unit_cap.unit_keys_of`): stored in the ledger (0600, created on first use), or
+    derived from ``privacy.seed`` in a seeded test run."""
     if cfg.seed is not None:
         return KeySecret.from_seed(cfg.seed)
     try:
@@ -196,7 +197,7 @@ def resolve_origin(cfg, now_ms: int) -> int:
     size = cfg["window.size_ms"]
     first = cfg.origin_ms if cfg.origin_ms is not None else now_ms - now_ms % size
     origin = ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
-    if cfg.hierarchy.hashed_keys:
+    if cfg.uses_key_secret:
         job_key_secret(cfg)  # created before any worker needs it
     return origin
 

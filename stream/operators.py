@@ -39,9 +39,9 @@ import numpy as np
 from connectors.decode import REASONS, MessageDecoder
 from connectors.report_sink import JsonLinesReportFile, ReportSinkError, ReportsTopic
 from connectors.skips import is_unparsable
-from privacy.unit_cap import UnitCap
+from privacy.unit_cap import UnitCap, unit_keys_of
 from privacy.window import release_sketch
-from sketches.errors import UsageError
+from sketches.errors import OperationalError, UsageError
 from sketches.keyed import KeySecret
 from sketches.misra_gries import clip_weights
 
@@ -158,13 +158,14 @@ class DecodeOperator(ProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "decode")
-        self.decoder = message_decoder_of(self.cfg)
+        # the deployment's key: hashed sketch keys, and JSON unit keys (keyed, docs/calibration.md §8.1)
+        self.secret = job_key_secret(self.cfg) if self.cfg.uses_key_secret else None
+        self.decoder = message_decoder_of(self.cfg, self.secret)
         self.tag = dead_letter_tag()
         self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
         self.pairs = self.cfg.hierarchy.kind == "pair"  # docs/ALGORITHMS.md §11
         self.shards = self.cfg.values["flink"]["parallelism"]
-        self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
         self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
@@ -243,8 +244,13 @@ def window_hierarchy(cfg: JobConfig, secret: KeySecret | None, window: int):
     return cfg.hierarchy.keyed(None if secret is None else secret.window(window))
 
 
-def message_decoder_of(cfg: JobConfig) -> MessageDecoder:
-    """The decoder of the job's input messages (``input.*``, the hierarchy's depth, the privacy unit)."""
+def message_decoder_of(cfg: JobConfig, secret: KeySecret | None = None) -> MessageDecoder:
+    """The decoder of the job's input messages (``input.*``, the hierarchy's depth, the privacy unit).
+
+    ``secret``: the deployment's key (:func:`stream.ledger.job_key_secret`), which JSON unit values
+    are hashed under; the decode operator always passes it. Without it (``stream.job`` reads the
+    flow parser's settings only) JSON unit keys would use the public fallback key of
+    :func:`privacy.unit_cap.unit_keys_of`."""
     i = cfg.values["input"]
     return MessageDecoder(
         i["format"],
@@ -257,6 +263,7 @@ def message_decoder_of(cfg: JobConfig) -> MessageDecoder:
         flow_key=i["flow_key"],
         flow_weight=i["flow_weight"],
         source_units=source_units_of(cfg),
+        unit_secret=secret if unit_field_of(cfg) is not None else None,
     )
 
 
@@ -347,6 +354,7 @@ class CapOperator(KeyedProcessFunction):
         self.entries = _Entries(runtime_context, STEP_IDS["cap"])
         self.partitions = range(self.cfg.params.partitions)
         self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
+        self.json_units = unit_field_of(self.cfg) is not None  # 128-bit keyed unit keys
         self.windows: dict[tuple[int, int], CapWindow] = {}  # (shard, window) → its cap and epochs
         self.count_seqs: dict[tuple[int, int], list[int]] = {}
         self.loaded: set[int] = set()
@@ -362,12 +370,27 @@ class CapOperator(KeyedProcessFunction):
         cap.keep(np.arange(64, dtype=np.uint64))  # the table grows while it holds units
         other = UnitCap.from_bytes(cap.to_bytes())
         other.restore_counts(np.arange(2, dtype=np.uint64), other.counts_of(np.arange(2, dtype=np.uint64)))
+        wide = unit_keys_of(range(4))  # 128-bit (JSON) unit keys: the same kernels, their own paths
+        cap.keep(wide)
+        UnitCap.from_bytes(cap.to_bytes()).counts_of(wide)
 
     def _window(self, shard: int, window: int) -> CapWindow:
         found = self.windows.get((shard, window))
         if found is None:
             found = self.windows[(shard, window)] = CapWindow(UnitCap(self.cfg.unit.cap))
         return found
+
+    def _check_units(self, units: np.ndarray) -> np.ndarray:
+        """``units``, if they are of the deployment's kind: JSON unit values as 128-bit keyed keys.
+        A checkpoint of the previous version holds them as unkeyed 64-bit keys, which cannot be
+        turned into the new ones: resuming from it would split a unit of the window in flight in
+        two (up to 2m of its elements kept), so it is refused."""
+        if self.json_units and not np.asarray(units).dtype.names:
+            raise OperationalError(
+                "CapOperator: the checkpoint holds JSON unit keys of the previous, unkeyed 64-bit format "
+                "(docs/calibration.md §8.1); start this deployment without it (flink.resume = none)"
+            )
+        return units
 
     def _load(self, shard: int) -> None:
         """After a restore: rebuild this shard's windows from its checkpointed entries (once)."""
@@ -376,6 +399,7 @@ class CapOperator(KeyedProcessFunction):
         self.loaded.add(shard)
         for seq, data in self.entries.items():
             kind, window, epoch, body = pickle.loads(data)
+            self._check_units(body[0])
             cw = self._window(shard, window)
             if kind == _COUNTS:
                 units, kept, applied = body
@@ -419,6 +443,7 @@ class CapOperator(KeyedProcessFunction):
             ctx.timer_service().register_event_time_timer(release_timer(self.schedule, window))
         cw = self._window(shard, window)
         units, values, weights = unpack_unit_payload(payload)
+        self._check_units(units)
         if cw.applied_through is not None and epoch <= cw.applied_through:  # a broker clock that stepped back
             kept, kept_weights, touched, counts = cw.apply_group([(-1, units, values, weights)])
             self.count_seqs.setdefault((shard, window), []).append(

@@ -178,8 +178,14 @@ def sketch_payloads(
 
 
 def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
-    """The cap operator shard of each unit key (a fixed, public mix of the key, mod ``shards``)."""
-    mixed = (np.asarray(units, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
+    """The cap operator shard of each unit key (a fixed, public mix of the key, mod ``shards``; a
+    128-bit unit key, itself a keyed hash, is mixed through the XOR of its two words). Public, so
+    crafted unit addresses can all go to one shard: at most ``shards`` times one shard's share of
+    the load, never more per element (docs/ALGORITHMS.md §0.1 h)."""
+    arr = np.asarray(units)
+    if arr.dtype.names:  # privacy.unit_cap.UNIT_KEY_DTYPE
+        arr = arr["hi"] ^ arr["lo"]
+    mixed = (np.asarray(arr, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
     return (mixed % np.uint64(shards)).astype(np.int64)
 
 

@@ -114,3 +114,24 @@ def test_the_stream_job_charges_it_per_hashed_level_and_distinct_prefix() -> Non
     assert pairs.key_delta == 5 * 1 * collision_delta(1024)  # one hashed node, five prefixes per unit
     with pytest.raises(ConfigError, match="too small for a hierarchy with hashed keys"):
         load_config(environ={}, overrides=["hierarchy.spec=path:4", "input.format=path", "privacy.delta=1e-16"])
+
+
+def test_json_unit_keys_are_charged_their_chance_collision() -> None:
+    """User level per JSON field: the unit keys' chance collision with a victim's key, < 2⁻⁶⁵ per
+    window (docs/calibration.md §8.1), is taken from δ before the group-privacy calibration and
+    stated with the hashed keys' charge; source-address units (their own keys) are not charged."""
+    import math
+
+    from privacy.unit_cap import unit_collision_delta
+    from stream.config import ConfigError, load_config
+
+    json_units = ["input.format=json", "privacy.unit_key=json:user", "privacy.unit_cap=3", "privacy.budget_epsilon=10"]
+    cfg = load_config(environ={}, overrides=json_units)
+    assert cfg.key_delta == unit_collision_delta() == 2.0**-65 and cfg.uses_key_secret
+    assert math.isclose(cfg.params.delta, (1e-6 - cfg.key_delta) * math.exp(-1) / 3, rel_tol=1e-12)
+    by_source = load_config(
+        environ={}, overrides=["input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", "privacy.unit_cap=3"]
+    )
+    assert by_source.key_delta == 0.0 and not by_source.uses_key_secret
+    with pytest.raises(ConfigError, match="too small for hashed \\(JSON\\) unit keys"):
+        load_config(environ={}, overrides=[*json_units, "privacy.delta=1e-20"])

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import zlib
+from typing import TypeVar
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privacy.unit_cap import UnitCap, UnitCapFormatError, unit_keys_of
+import privacy.unit_cap as unit_cap
+from privacy.unit_cap import (
+    UNIT_KEY_DTYPE,
+    UnitCap,
+    UnitCapFormatError,
+    UnitKeyHasher,
+    unit_collision_delta,
+    unit_keys_of,
+)
+from sketches.keyed import KeySecret
+
+T = TypeVar("T")
 
 
 def _reference(units: list[int], cap: int) -> list[bool]:
@@ -26,7 +39,7 @@ def _reference(units: list[int], cap: int) -> list[bool]:
     return out
 
 
-def _split(units: list[int], cuts: list[int]) -> list[list[int]]:
+def _split(units: list[T], cuts: list[int]) -> list[list[T]]:
     bounds = sorted({0, len(units), *[c % (len(units) + 1) for c in cuts]})
     return [units[a:b] for a, b in zip(bounds, bounds[1:])] + [[]]
 
@@ -156,17 +169,136 @@ def test_from_bytes_refuses_another_version() -> None:
         UnitCap.from_bytes(_resign(data[:4] + struct.pack("<H", 2) + data[6:-4]))
 
 
-def test_unit_keys_are_fixed_typed_and_distinct() -> None:
-    """Keys are deterministic uint64, distinguish "1" from 1 from b"1", and known values map to fixed keys."""
-    keys = unit_keys_of(["1", 1, b"1", "alice", "alice", 2**70, np.int64(1)])
-    assert keys.dtype == np.uint64 and keys.shape == (7,)
-    assert len({int(k) for k in keys[:3]}) == 3
+SECRETS = [KeySecret.from_seed(1), KeySecret.from_seed(2)]
+
+
+def _old_public_key(text: str) -> int:
+    """A string unit's key before keyed unit keys: unkeyed 64-bit BLAKE2b, a public function."""
+    return int.from_bytes(
+        hashlib.blake2b(b"s:" + text.encode(), digest_size=8, person=b"dphhh.unit/v1").digest(), "little"
+    )
+
+
+def _ints(keys: np.ndarray) -> list[int]:
+    return [(int(k["hi"]) << 64) | int(k["lo"]) for k in keys]
+
+
+def test_unit_keys_are_typed_distinct_and_128_bits_wide() -> None:
+    """Keys are 128-bit (UNIT_KEY_DTYPE), distinguish "1" from 1 from b"1", give one value one key
+    (1 and np.int64(1) alike), and are keyed BLAKE2b-128 of the tagged encoding under the secret's
+    ``unit`` purpose key."""
+    secret = SECRETS[0]
+    keys = unit_keys_of(["1", 1, b"1", "alice", "alice", 2**70, np.int64(1)], secret)  # type: ignore[list-item]
+    assert keys.dtype == UNIT_KEY_DTYPE and keys.shape == (7,)
+    assert len(set(_ints(keys[:3]))) == 3
     assert keys[3] == keys[4] and keys[1] == keys[6]
-    assert np.array_equal(unit_keys_of(["alice"]), unit_keys_of(["alice"]))
-    # a fixed public function: the key of "alice" is blake2b-64 of the tagged encoding
-    expected = int.from_bytes(hashlib.blake2b(b"s:alice", digest_size=8, person=b"dphhh.unit/v1").digest(), "little")
-    assert int(keys[3]) == expected
-    assert unit_keys_of([]).shape == (0,) and unit_keys_of([]).dtype == np.uint64
+    assert any(int(k["hi"]) for k in keys)  # wider than 64 bits
+    h = secret.purpose(b"unit").keyed_blake2b(digest_size=16, person=b"dphhh.unit/v2")
+    h.update(b"s:alice")
+    assert _ints(keys[3:4]) == [int.from_bytes(h.digest(), "little")]
+    assert unit_keys_of([], secret).shape == (0,) and unit_keys_of([], secret).dtype == UNIT_KEY_DTYPE
+    assert unit_collision_delta() == 2.0**-65
+
+
+def test_unit_keys_are_stable_for_one_secret_and_differ_between_secrets() -> None:
+    """One secret gives one value the same key every time (another hasher, another call); two
+    secrets give every value other keys; none is the public fallback's or the old public key."""
+    names = [f"user-{i}" for i in range(200)]
+    values: list[str | int | bytes] = [*names, 7, b"raw"]
+    first = _ints(unit_keys_of(values, SECRETS[0]))
+    assert _ints(unit_keys_of(values, SECRETS[0])) == first == _ints(UnitKeyHasher(SECRETS[0]).keys(values))
+    assert _ints(unit_keys_of(values, KeySecret.from_seed(1))) == first  # the secret, not the object
+    second = _ints(unit_keys_of(values, SECRETS[1]))
+    public = _ints(unit_keys_of(values))
+    assert all(a != b for a, b in zip(first, second)) and not set(first) & set(public)
+    old = {_old_public_key(v) for v in names}
+    assert not old & set(first) and not old & {k & (2**64 - 1) for k in first}
+
+
+def test_a_value_crafted_to_collide_with_a_victim_under_the_old_public_hash_gets_its_own_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The old unit key was a public function, so whoever can enumerate unit values could search for
+    one whose key is a victim's (2^64/T hashes at 64 bits; here on the low 16 bits, so that the
+    search is quick), and the cap then merged the two: the victim lost elements to it, and removing
+    the victim changed up to 2m kept elements. The same search against the public fallback key works
+    too (it is public); against keys under the deployment's secret the crafted value — even with
+    the keys cut to the same 16 bits — has a key of its own, and keeps its own cap."""
+    victim = "victim@example.org"
+    old = _old_public_key(victim) & 0xFFFF
+    crafted = next(v for v in (f"attacker-{i}" for i in itertools.count()) if _old_public_key(v) & 0xFFFF == old)
+    monkeypatch.setattr(unit_cap, "UNIT_KEY_BITS", 16)
+    public_keys = UnitKeyHasher()  # the fallback key: public
+    fallback = _ints(public_keys.keys([victim]))[0]
+    aimed = next(v for v in (f"attacker-{i}" for i in itertools.count()) if _ints(public_keys.keys([v]))[0] == fallback)
+    for secret in SECRETS:
+        for value in (crafted, aimed):
+            keys = unit_keys_of([victim] * 3 + [value] * 3, secret)
+            assert len(set(_ints(keys))) == 2
+            assert UnitCap(3).keep(keys).all()  # each keeps its own m = 3
+    public = unit_keys_of([victim] * 3 + [aimed] * 3)
+    assert len(set(_ints(public))) == 1 and UnitCap(3).keep(public).tolist() == [True] * 3 + [False] * 3
+
+
+# 128-bit units from a small pool of words (many repeats; units that differ in one word only).
+_wide = st.tuples(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.sampled_from([0, 5, 2**64 - 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(units=st.lists(_wide, max_size=100), cap=st.integers(1, 4), cuts=st.lists(st.integers(0, 120), max_size=6))
+def test_128_bit_units_match_the_per_element_reference_and_round_trip(
+    units: list[tuple[int, int]], cap: int, cuts: list[int]
+) -> None:
+    """Units given as (high, low) words: over any split into batches the masks equal the reference,
+    and the state survives its bytes (the wide format whenever a high word is not 0)."""
+    capper = UnitCap(cap)
+    masks = []
+    for i, batch in enumerate(_split(units, cuts)):
+        if i == 1:
+            capper = UnitCap.from_bytes(capper.to_bytes())
+        masks.append(capper.keep(np.array(batch, dtype=UNIT_KEY_DTYPE)))
+    got = np.concatenate(masks).tolist()
+    assert got == _reference([(hi << 64) | lo for hi, lo in units], cap)
+    assert capper.distinct_units == len(set(units)) and capper.dropped == got.count(False)
+    restored = UnitCap.from_bytes(capper.to_bytes())
+    assert restored == capper
+    keys = np.array(units, dtype=UNIT_KEY_DTYPE)
+    assert restored.counts_of(keys).tolist() == capper.counts_of(keys).tolist()
+    assert capper.to_bytes()[:4] == (b"DPUW" if any(hi for hi, _ in units) else b"DPUC")
+
+
+def test_a_unit_below_2_64_is_one_unit_in_either_form_and_keeps_the_64_bit_format() -> None:
+    """uint64 x and the 128-bit (0, x) are one unit; a state of such units is serialised exactly as
+    one of uint64 units (8 bytes per unit)."""
+    a, b = UnitCap(2), UnitCap(2)
+    a.keep(np.array([5, 9, 5, 5], dtype=np.uint64))
+    b.keep(np.array([(0, 5), (0, 9)], dtype=UNIT_KEY_DTYPE))
+    b.keep(np.array([5, 5], dtype=np.uint64))
+    assert a == b and a.to_bytes() == b.to_bytes() and b.dropped == 1
+
+
+def _wide_state() -> bytes:
+    capper = UnitCap(2)
+    capper.keep(np.array([(1, 5), (0, 1), (1, 5), (1, 5), (2, 0)], dtype=UNIT_KEY_DTYPE))
+    return capper.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: _resign(d[:-4] + b"\0" * 8), "bytes, expected"),
+        # first two high words swapped: (1, ·) before (0, ·)
+        (lambda d: _resign(d[:32] + d[40:48] + d[32:40] + d[48:-4]), "not strictly increasing"),
+        # kept count of the first unit set to 3 > cap 2 (after 3 high and 3 low words)
+        (lambda d: _resign(d[: 32 + 48] + struct.pack("<q", 3) + d[32 + 56 : -4]), "outside 1..cap"),
+    ],
+)
+def test_wide_state_bytes_detect_corruption(mutate, message: str) -> None:
+    """The 128-bit format is checked as the 64-bit one is."""
+    assert UnitCap.from_bytes(_wide_state()).distinct_units == 3
+    with pytest.raises(UnitCapFormatError) as info:
+        UnitCap.from_bytes(mutate(_wide_state()))
+    assert str(info.value).startswith("UnitCap: Possible corruption: ") and message in str(info.value)
 
 
 @pytest.mark.parametrize("value", [True, 1.5, None, ["a"], {"u": 1}])

@@ -14,6 +14,7 @@ What only a real job can show (JVM/Python serialisation, checkpoints, Kafka) is 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import pickle
@@ -26,6 +27,7 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 
 from connectors.skips import SkipCounter
+from privacy.unit_cap import unit_keys_of
 from privacy.window import release_sketch
 from sketches.misra_gries import MisraGries, clip_weights
 from stream.assembler import WindowAssembler, noise_source_factory
@@ -45,7 +47,7 @@ from stream.operators import (
     ReleaseOperator,
     SketchOperator,
 )
-from stream.wire import sketch_payloads, unit_payloads, unstamp
+from stream.wire import sketch_payloads, unit_payloads, unpack_unit_payload, unstamp
 from tests.harness import MIN_WATERMARK, Chain, KeyedHarness, ProcessHarness
 
 W = 10_000  # window size (ms)
@@ -118,8 +120,10 @@ def _decode(cfg) -> ProcessHarness:
     return ProcessHarness(DecodeOperator(_values(cfg), ORIGIN), output_type=TO_SKETCH)
 
 
-def _cap(cfg) -> KeyedHarness:
-    return KeyedHarness(CapOperator(_values(cfg), ORIGIN), itemgetter(0), key_type=Types.INT(), output_type=TO_SKETCH)
+def _cap(cfg, **kw) -> KeyedHarness:
+    return KeyedHarness(
+        CapOperator(_values(cfg), ORIGIN), itemgetter(0), key_type=Types.INT(), output_type=TO_SKETCH, **kw
+    )
 
 
 def _sketch(cfg, **kw) -> KeyedHarness:
@@ -458,6 +462,99 @@ def test_cap_operator_keeps_at_most_the_cap_of_each_unit_per_window(tmp_path: Pa
     assert len(chain.outputs) == 2 and capper.state_keys("cap-entries") == [] and capper.pending_timers() == []
     _assert_metrics_catalogued(*chain.stages)
     chain.close()
+
+
+def _json_users(users: list[str], addrs: np.ndarray) -> list[bytes]:
+    """JSON messages, one per element: the address and its privacy unit (field ``user``)."""
+    dotted = [".".join(str((int(a) >> s) & 255) for s in (24, 16, 8, 0)) for a in addrs]
+    return [json.dumps({"ip": ip, "user": u}).encode() for ip, u in zip(dotted, users)]
+
+
+def _as_ints(units: np.ndarray) -> list[int]:
+    """Unit keys as Python integers, whatever their representation (uint64, or high and low words)."""
+    if units.dtype.names:
+        return [(int(k["hi"]) << 64) | int(k["lo"]) for k in units]
+    return [int(k) for k in units]
+
+
+def test_json_unit_values_become_128_bit_keys_under_the_deployments_secret(tmp_path: Path) -> None:
+    """privacy.unit_key = json:user: the decode operator hashes each unit value under the
+    deployment's secret (a seeded run's is derived from its seed) to a 128-bit key — never the old
+    unkeyed 64-bit BLAKE2b key, which anyone could compute and aim a crafted value at; the same
+    value gets the same key, and another deployment's secret gives every value another key
+    (docs/calibration.md §8.1)."""
+    users = ["alice", "bob", "carol", "alice"]
+    public = {
+        int.from_bytes(hashlib.blake2b(b"s:" + u.encode(), digest_size=8, person=b"dphhh.unit/v1").digest(), "little")
+        for u in users
+    }
+    keys = {}
+    for seed in (7, 8):
+        cfg = _cfg(
+            tmp_path / str(seed), "input.format=json", "privacy.unit_key=json:user", f"privacy.seed={seed}", windows=1
+        )
+        with _decode(cfg) as decode:
+            out = decode.process(pack_batch([ORIGIN + 1] * 4, _json_users(users, np.full(4, HEAVY_24))))
+        (payload,) = [r[3] for r in out if r[1] != TICK_WINDOW]  # one cap shard (parallelism 1)
+        got = _as_ints(unpack_unit_payload(payload)[0])
+        assert not public & set(got)  # not the public key (nor computable without the secret)
+        assert got[0] == got[3] and len(set(got)) == 3 and max(got) >= 2**64
+        assert got == _as_ints(unit_keys_of(users, job_key_secret(cfg)))
+        keys[seed] = got
+    assert not set(keys[7]) & set(keys[8])
+
+
+def test_json_units_are_capped_per_unit_value_through_the_job(tmp_path: Path) -> None:
+    """User level per JSON field (unit_cap = 2, two cap shards): the 128-bit unit keys travel
+    decode → cap (sorted by unit, value) → sketches; a user sending 60 elements contributes 2, and
+    the released sketches equal the capped oracle written over the unit values themselves."""
+    cap = 2
+    cfg = _cfg(
+        tmp_path,
+        "input.format=json",
+        "privacy.unit_key=json:user",
+        f"privacy.unit_cap={cap}",
+        "flink.parallelism=2",
+        windows=1,
+    )
+    rng = np.random.default_rng(5)
+    users = ["heavy"] * 60 + [f"user-{int(i)}" for i in rng.integers(0, 80, 240)]
+    addrs = np.concatenate([np.full(60, HEAVY_24 + 7), 0x0A010000 + rng.integers(0, 500, 240)]).astype(np.uint32)
+    order = rng.permutation(len(users))
+    users, addrs = [users[i] for i in order], addrs[order]
+    chain = _pipeline(cfg, tmp_path)
+    _, capper, _, _ = chain.stages
+    chain.send(pack_batch([ORIGIN + 1] * len(users), _json_users(users, addrs)))
+    assert sorted(capper.state_keys("cap-entries")) == [0, 1]  # both shards hold units
+    chain.end_of_input()
+    expected = _oracle(cfg, [(np.array(users), addrs, None)], cap)
+    dumps = _dumped(tmp_path)
+    got = {(level, 0): dumps[(ORIGIN, level - 1)] for level in range(1, 5)}
+    assert got == expected and got[(4, 0)].counters()[HEAVY_24 + 7] == cap
+    assert len(chain.outputs) == 1 and capper.state_keys("cap-entries") == []
+    chain.close()
+
+
+def test_a_json_unit_cap_refuses_unit_keys_of_the_previous_format(tmp_path: Path) -> None:
+    """Unit keys of the old format (unkeyed 64-bit) cannot become the new keyed ones: a JSON-unit cap
+    restored from a checkpoint that holds them (or sent them) stops with the way out, instead of
+    capping one unit of the window in flight under two keys (up to 2m of its elements)."""
+    from sketches.errors import OperationalError
+
+    old_cfg = _cfg(tmp_path / "old", "input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", windows=1)
+    json_cfg = _cfg(tmp_path / "new", "input.format=json", "privacy.unit_key=json:user", windows=1)
+    old_units = np.array([2**63 + 5, 7], dtype=np.uint64)  # what the old decoder made of two values
+    ((shard, payload),) = unit_payloads(np.array([HEAVY_24, HEAVY_24], dtype=np.uint32), old_units, 1)
+    record = (shard, ORIGIN, ORIGIN, payload, b"")
+    with _cap(old_cfg) as first:
+        first.process(record)
+        snapshot = first.snapshot()
+    with _cap(json_cfg, restore=snapshot) as restored:
+        with pytest.raises(OperationalError, match="previous, unkeyed 64-bit format.*flink.resume = none"):
+            restored.process((shard, TICK_WINDOW, -1, b"", b""))
+    with _cap(json_cfg) as fresh:
+        with pytest.raises(OperationalError, match="previous, unkeyed 64-bit format"):
+            fresh.process(record)
 
 
 def _oracle(cfg, epochs, cap: int | None = None, window: int = ORIGIN) -> dict[tuple[int, int], MisraGries]:
