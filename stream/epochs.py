@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from privacy.unit_cap import UnitCap, unit_sort_keys
-from sketches.canonical import apply_canonical
 from sketches.misra_gries import MisraGries
 
 __all__ = ["SketchWindow", "CapWindow", "Batch", "AddressBatch", "value_codes", "merge_labels"]
@@ -77,17 +76,25 @@ class AddressBatch:
         return keys, weights
 
 
-def _sorted_addresses(batches: list[AddressBatch]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """One epoch's addresses sorted ascending, with their weights and level bits in the same order.
+def _sorted_addresses(
+    groups: list[list[AddressBatch]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The addresses of ``groups`` (epochs, in order) sorted by (epoch, address), with each one's
+    epoch index, weight and level bits in the same order.
 
-    IPv4 keys are masked addresses, so one sort of the addresses orders every level's keys: a
+    IPv4 keys are masked addresses, so one sort orders every level's keys within each epoch: a
     level's runs of equal keys are then consecutive, and :func:`_level_runs` reads them in O(n)."""
-    addresses = np.concatenate([b.addresses for b in batches])
+    batches = [b for group in groups for b in group]
+    addresses = np.concatenate([b.addresses for b in batches]).astype(np.uint64)
+    sizes = [sum(b.addresses.size for b in group) for group in groups]
+    index = np.repeat(np.arange(len(groups), dtype=np.uint64), sizes)
+    combined = (index << np.uint64(32)) | addresses
     weighted = any(b.weights is not None for b in batches)
     masked = any(b.level_bits is not None for b in batches)
     if not weighted and not masked:
-        return np.sort(addresses), None, None
-    order = np.argsort(addresses)  # any order within a run of equal addresses: only its sum is kept
+        combined.sort()
+        return combined & np.uint64(0xFFFFFFFF), combined >> np.uint64(32), None, None
+    order = np.argsort(combined)  # any order within a run of equal addresses: only its sum is kept
     weights = None
     if weighted:
         weights = np.concatenate(
@@ -102,29 +109,64 @@ def _sorted_addresses(batches: list[AddressBatch]) -> tuple[np.ndarray, np.ndarr
                 for b in batches
             ]
         )[order]
-    return addresses[order], weights, bits
+    return addresses[order], index[order], weights, bits
 
 
-def _level_runs(
-    ordered: np.ndarray, weights: np.ndarray | None, bits: np.ndarray | None, index: int, mask: int
+def _runs(
+    keys: np.ndarray, index: np.ndarray, weights: np.ndarray | None, changed: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys ascending, total weight of each) of level ``index + 1`` of one epoch, from its
-    sorted addresses (:func:`_sorted_addresses`) — exactly :func:`sketches.canonical.canonical_runs`
-    of that level's keys."""
-    if bits is not None:
-        chosen = (bits >> np.uint32(index)) & np.uint32(1) == 1
-        ordered = ordered[chosen]
-        weights = None if weights is None else weights[chosen]
-    if not ordered.size:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    keys = ordered & np.uint32(mask)
-    starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+    """(key, total weight) of each run of ``keys`` (ordered by epoch, then key); ``changed[i]``:
+    whether element i + 1 starts a new run (another key or another epoch)."""
+    starts = np.concatenate((np.zeros(1, dtype=np.int64), np.flatnonzero(changed) + 1))
     if weights is None:
         totals = np.diff(np.append(starts, keys.size)).astype(np.int64)
     else:
         totals = np.add.reduceat(weights, starts).astype(np.int64)  # exact int64 sums
     return keys[starts].astype(np.int64), totals
+
+
+def _level_runs(
+    ordered: np.ndarray,
+    index: np.ndarray,
+    weights: np.ndarray | None,
+    bits: np.ndarray | None,
+    level: int,
+    mask: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical runs of level ``level + 1`` over the epochs :func:`_sorted_addresses` sorted:
+    epoch by epoch, each epoch's distinct keys ascending with their total weight — exactly
+    :func:`sketches.canonical.canonical_runs` of each epoch's keys, one epoch after the other (a
+    sketch updated with these runs in one call is the sketch updated epoch by epoch)."""
+    if bits is not None:
+        chosen = (bits >> np.uint32(level)) & np.uint32(1) == 1
+        ordered, index = ordered[chosen], index[chosen]
+        weights = None if weights is None else weights[chosen]
+    if not ordered.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = ordered & np.uint64(mask)
+    return _runs(keys, index, weights, (keys[1:] != keys[:-1]) | (index[1:] != index[:-1]))
+
+
+def _key_runs(
+    batches: list[tuple[int, np.ndarray, np.ndarray | None]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical runs of one level over several epochs: ``batches`` are (epoch index, keys,
+    weights or None) — the same runs as :func:`sketches.canonical.canonical_runs` epoch by epoch."""
+    if not batches:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = np.concatenate([np.asarray(k, dtype=np.int64) for _, k, _ in batches])
+    index = np.repeat(np.array([i for i, _, _ in batches], dtype=np.int64), [len(k) for _, k, _ in batches])
+    weighted = any(w is not None for _, _, w in batches)
+    order = np.lexsort((keys, index))
+    keys, index = keys[order], index[order]
+    weights = None
+    if weighted:
+        weights = np.concatenate(
+            [np.ones(len(k), dtype=np.int64) if w is None else np.asarray(w, dtype=np.int64) for _, k, w in batches]
+        )[order]
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return _runs(keys, index, weights, (keys[1:] != keys[:-1]) | (index[1:] != index[:-1]))
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -185,39 +227,32 @@ class SketchWindow:
     def _apply(self, groups: list[list[Batch | AddressBatch]]) -> None:
         """Apply ``groups`` (each an epoch's batches) in order, each in the canonical order.
 
-        The h levels' sketches are independent, so each level takes the groups on its own thread
-        (numpy's sort and the Misra-Gries kernels release the GIL): the same work and the same
-        sketches as one level after another, in less time on a machine with cores to spare. IPv4
-        address batches are sorted once per epoch for all levels (:func:`_sorted_addresses`)."""
+        Each level's canonical runs over all the groups are computed at once (one sort: by epoch,
+        then key) and given to its sketch in one update — the same sketch as one epoch after the
+        other, since a sketch updated with runs A then B is the sketch updated with A followed by B;
+        many small epochs (a replay reading a log much faster than it was written) then cost one
+        call, not one each. IPv4 address batches are sorted once for every level
+        (:func:`_sorted_addresses`). The h levels' sketches are independent, so each level runs on
+        its own thread (numpy's sort and the Misra-Gries kernels release the GIL)."""
         sketches = self._sketches()
         pool = _level_pool(len(sketches))
         masks = self.prefix_masks
         addressed = [[b for b in batches if isinstance(b, AddressBatch)] for batches in groups]
         if masks is not None and all(len(a) == len(g) for a, g in zip(addressed, groups)):
-            epochs = (
-                list(pool.map(_sorted_addresses, addressed))
-                if pool is not None
-                else [_sorted_addresses(g) for g in addressed]
-            )
+            ordered, index, weights, bits = _sorted_addresses(addressed)
 
             def level(i: int) -> None:
-                for ordered, weights, bits in epochs:
-                    uniq, totals = _level_runs(ordered, weights, bits, i, masks[i])
-                    if uniq.size:
-                        sketches[i].update(uniq, totals)
+                uniq, totals = _level_runs(ordered, index, weights, bits, i, masks[i])
+                if uniq.size:
+                    sketches[i].update(uniq, totals)
 
         else:
-            unpacked = [[b.level_keys(masks) for b in batches] for batches in groups]
+            unpacked = [(e, b.level_keys(masks)) for e, batches in enumerate(groups) for b in batches]
 
             def level(i: int) -> None:
-                for batches in unpacked:
-                    apply_canonical(
-                        sketches[i],
-                        [keys[i] for keys, _ in batches],
-                        None
-                        if all(weights is None for _, weights in batches)
-                        else [None if weights is None else weights[i] for _, weights in batches],
-                    )
+                uniq, totals = _key_runs([(e, keys[i], None if w is None else w[i]) for e, (keys, w) in unpacked])
+                if uniq.size:
+                    sketches[i].update(uniq, totals)
 
         if pool is None:
             for i in range(len(sketches)):

@@ -183,7 +183,9 @@ def _draw(sketches: LevelSketches, params: HHHParams, source: SeededRandomSource
     for (level, _p), sk in sketches.items():
         counters = sk.counters()
         keys = sorted(counters)
-        passed, values = release_arrays(np.array([counters[k] for k in keys], dtype=np.int64), scales, source, trials)
+        padded = [counters[k] for k in keys] + [0] * (params.counters - len(keys))  # κ slots, as release_sketch draws
+        passed, values = release_arrays(np.array(padded, dtype=np.int64), scales, source, trials)
+        passed, values = passed[..., : len(keys)], values[..., : len(keys)]
         sized = params.partitions > 1 or level == 1
         sizes = sk.total + discrete_laplace(s_scale, trials, rng=source) if sized else np.zeros(trials, np.int64)
         out.append((level, keys, passed, values, sizes))

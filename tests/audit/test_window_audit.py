@@ -137,11 +137,15 @@ def neighbours(case: str, name: str = "correct") -> Neighbours:
     return build(case, [t, t + 5, t + 40])  # one_differs: x is the key at t
 
 
-def _draw_sketch(counters: dict[int, int], total: int, cal: Calibration, source: SeededRandomSource, trials: int):
-    """One sketch's noisy output, drawn as ``release_sketch`` draws it: keys sorted, release then size."""
+def _draw_sketch(
+    counters: dict[int, int], total: int, cal: Calibration, source: SeededRandomSource, trials: int, slots: int
+):
+    """One sketch's noisy output, drawn as ``release_sketch`` draws it: keys sorted, the noise of all
+    ``slots`` (κ) drawn (the unfilled ones' outcome discarded), then the size."""
     keys = sorted(counters)
-    counts = np.array([counters[k] for k in keys], dtype=np.int64)
+    counts = np.array([counters[k] for k in keys] + [0] * (slots - len(keys)), dtype=np.int64)
     passed, values = release_arrays(counts, cal.scales, source, trials)
+    passed, values = passed[..., : len(keys)], values[..., : len(keys)]
     sizes = total + discrete_laplace(cal.size_scale, trials, rng=source)
     return keys, passed, values, sizes
 
@@ -153,7 +157,7 @@ def _sketch_llr(
     sk_a, sk_b = nb.a.sketch(level, partition), nb.b.sketch(level, partition)
     ca, cb = sk_a.counters(), sk_b.counters()
     own = sk_a if side == "a" else sk_b
-    keys, passed, values, sizes = _draw_sketch(own.counters(), own.total, cal, source, trials)
+    keys, passed, values, sizes = _draw_sketch(own.counters(), own.total, cal, source, trials, nb.a.counters)
     llr = sketch_pair_llr(keys, passed, values, ca, cb, cal.scales)
     llr += size_log_likelihood(sizes, sk_a.total, cal.size_scale) - size_log_likelihood(
         sizes, sk_b.total, cal.size_scale
@@ -300,7 +304,7 @@ def test_audited_core_is_what_the_window_release_draws() -> None:
     cal = calibration("correct")
     core, real = SeededRandomSource(np.random.default_rng(5)), SeededRandomSource(np.random.default_rng(5))
     for (level, p), sk in nb.a.items():
-        keys, passed, values, sizes = _draw_sketch(sk.counters(), sk.total, cal, core, 1)
+        keys, passed, values, sizes = _draw_sketch(sk.counters(), sk.total, cal, core, 1, nb.a.counters)
         rel = release_sketch(level, p, sk.counters(), sk.total, params=params, h=H, rng=real)
         assert rel.values == {k: int(v) for k, ok, v in zip(keys, passed[0], values[0]) if ok}
         assert rel.n_noisy == int(sizes[0])

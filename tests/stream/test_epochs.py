@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sketches.canonical import apply_canonical
 from sketches.hierarchy import IPv4Hierarchy
+from sketches.misra_gries import MisraGries
 from stream.epochs import AddressBatch, Batch, SketchWindow
 
 HIERARCHY = IPv4Hierarchy((8, 16, 24, 32))
@@ -46,6 +48,18 @@ def _as_keys(batch: AddressBatch) -> Batch:
     return Batch(batch.seq, keys, weights)
 
 
+def _epoch_by_epoch(batches: list[tuple[int, AddressBatch]]) -> list[MisraGries]:
+    """The reference: each epoch on its own, its keys of each level computed by the hierarchy and
+    inserted by :func:`sketches.canonical.apply_canonical`, epochs in increasing order."""
+    sketches = [MisraGries(8) for _ in range(HIERARCHY.h)]
+    for epoch in sorted({e for e, _ in batches}):
+        mine = [_as_keys(b) for e, b in batches if e == epoch]
+        for i, sketch in enumerate(sketches):
+            weighted = any(b.weights is not None for b in mine)
+            apply_canonical(sketch, [b.keys[i] for b in mine], [b.weights[i] for b in mine] if weighted else None)  # type: ignore[index]
+    return sketches
+
+
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_address_batches_give_the_per_level_path_s_sketches(masked: bool, weighted: bool) -> None:
@@ -60,6 +74,7 @@ def test_address_batches_give_the_per_level_path_s_sketches(masked: bool, weight
         assert fast.apply([0, 100, 200]) == slow.apply([0, 100, 200])
         got, want = fast.final(), slow.final()
         assert [s.to_bytes() for s in got] == [s.to_bytes() for s in want]
+        assert [s.to_bytes() for s in got] == [s.to_bytes() for s in _epoch_by_epoch(batches)]
         assert sum(s.total for s in got) > 0  # the runs reached the sketches
         assert any(s.decrements for s in got)  # 8 counters: the order mattered
 
