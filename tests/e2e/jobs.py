@@ -270,9 +270,14 @@ def logged_offsets(log_dir: Path) -> list[str]:
 def logged_state_sizes(log_dir: Path) -> list[str]:
     """Checkpointed state sizes in the job's logs: buffered addresses and, at user level, privacy units
     make them coarse counts. Flink logs them at INFO ("Completed checkpoint N for job ... (N bytes",
-    "restoring from state handle ... [N bytes]"); deploy/flink/log4j-no-raw-counts.properties drops them."""
+    "restoring from state handle ... [N bytes]"), and the times of its "Triggering checkpoint N"
+    lines show how long the previous one took when it outlasted the interval;
+    deploy/flink/log4j-no-raw-counts.properties drops them."""
     logs = "".join(p.read_text(errors="replace") for p in log_dir.glob("*") if p.is_file())
-    return re.findall(r"Completed checkpoint \d+ for job \w+ \(\d+ bytes|restor\w* from state handle.*\d+ bytes", logs)
+    return re.findall(
+        r"Completed checkpoint \d+ for job \w+ \(\d+ bytes|restor\w* from state handle.*\d+ bytes|Triggering checkpoint \d+",
+        logs,
+    )
 
 
 # A number is a run of digits not inside a longer one: letters and underscores may touch it

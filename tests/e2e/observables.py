@@ -313,3 +313,27 @@ def read_logs(folder: Path, pattern: str = "*") -> str:
     if not text.strip():
         raise AssertionError(f"read_logs: no log text in {folder}/{pattern} ({len(files)} files)")
     return text
+
+
+# -------------------------------------------------------------------------------------------- files
+
+
+def file_listing(root: Path, run: dict[str, str], sized: Iterable[str] = ()) -> Counter:
+    """Every folder and file under ``root`` as (path relative to it, masked like a log line, mode as
+    octal text, size or ``None``): a multiset, so that one more file (a checkpoint, a dump, a dead
+    letter spool) is a difference. A size is listed for the paths matching one of the ``sized``
+    regular expressions only — the files whose content is public (the others hold noisy values,
+    exact state or times, and their sizes follow them)."""
+    patterns = [re.compile(p) for p in sized]
+    out: Counter = Counter()
+    for path in sorted(root.rglob("*")):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # removed while listed (a checkpoint being retired)
+            continue
+        rel = masked_log_lines(str(path.relative_to(root)), run)
+        name = rel[0] if rel else ""
+        size = info.st_size if path.is_file() and any(p.search(name) for p in patterns) else None
+        out[(name, oct(info.st_mode & 0o7777), size)] += 1
+    return out
+
