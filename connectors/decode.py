@@ -38,7 +38,9 @@ never counted, like ``wrong_family``).
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -354,6 +356,8 @@ class MessageDecoder:
 
     def holds_element(self, value: bytes | None) -> bool:
         """Whether a message this decoder refused may still hold an element of the run's kind —
+        also one it cannot read at all (invalid UTF-8, malformed JSON): it may if its bytes hold
+        anything an address (or, for paths, a path) could be (:func:`may_hold_address`) —
         a valid address (or path) beside a bad time, a missing unit, bad counters, a bad length,
         or an oversized message (not parsed: it may). Only a refused message that holds **no**
         element is counted in the job's public dead-letter counters (docs/ALGORITHMS.md §0.1 f);
@@ -368,13 +372,13 @@ class MessageDecoder:
             return True
         try:
             text = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return False
+        except UnicodeDecodeError:  # unreadable: it may still be somebody's record with an element
+            return b"/" in value if self.format == "path" else may_hold_address(value)
         if self.format == "json":
             try:
                 obj = json.loads(text)
             except (ValueError, RecursionError):
-                return False
+                return may_hold_address(value)
             if not isinstance(obj, dict) or not isinstance(obj.get(self.json_field), str):
                 return False
             text = obj[self.json_field]
@@ -454,3 +458,23 @@ class MessageDecoder:
         if paths[0].count("/") + 1 != self.path_depth:
             return Decoded(reason="bad_path_depth")
         return Decoded(values=paths)
+
+
+#: an IPv4 dotted quad not glued to other digits or dots, or a run of hex digits and colons with at
+#: least two colons (an IPv6 address candidate)
+_ADDRESS_LIKE = re.compile(
+    rb"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*"
+)
+
+
+def may_hold_address(value: bytes) -> bool:
+    """Whether unreadable bytes (invalid UTF-8, malformed JSON) may still hold an IP address: some
+    token in them is a valid IPv4 dotted quad or IPv6 address. A refused record that may hold one is
+    dead-lettered but never counted in public (docs/ALGORITHMS.md §0.1 f): when in doubt, it holds one."""
+    for token in _ADDRESS_LIKE.findall(bytes(value)):
+        try:
+            ipaddress.ip_address(token.decode("ascii"))
+            return True
+        except ValueError:
+            continue
+    return False

@@ -133,5 +133,10 @@ def open_input(path: str | os.PathLike[str], input_format: str = "auto") -> Inpu
         try:
             pcap.capture_format(p)
         except ValueError as exc:
-            raise UsageError(f"input: {exc}") from None
+            if input_format != "auto" or fmt != "pcapng":
+                raise UsageError(f"input: {exc}") from None
+            # pcapng's magic is "\n\r\r\n", blank lines a text file may begin with: without a
+            # valid section header such a file is read as text, so whether it is refused never
+            # depends on which of its lines comes first (docs/ALGORITHMS.md §0.1 h)
+            fmt = "text"
     return InputFile(path=p, format=fmt)

@@ -453,7 +453,11 @@ class FlowJsonDecoder:
         if len(value) > self.max_record_bytes:
             return True  # not parsed: it may hold one
         obj, reason = _slow_loads(value, ints_as_text=True)  # a counter of any length: the key decides
-        if reason is not None or not isinstance(obj, dict):
+        if reason is not None:  # unreadable (invalid UTF-8, malformed JSON): it may still hold one
+            from .decode import may_hold_address
+
+            return may_hold_address(value.encode() if isinstance(value, str) else value)
+        if not isinstance(obj, dict):
             return False
         a = obj.get(self._key_field)
         if a is None and self._key_alt is not None:

@@ -94,8 +94,13 @@ _MAX_RECORD = 64 << 20
 _READ_SIZE = 1 << 20
 
 # Per-packet status codes used while decoding a batch.
-_OK, _TRUNCATED, _NOT_IPV4, _UNSUPPORTED = 0, 1, 2, 3
-_STATUS_REASONS = {_TRUNCATED: "truncated", _NOT_IPV4: "not_ipv4", _UNSUPPORTED: "unsupported_linktype"}
+_OK, _TRUNCATED, _NOT_IPV4, _UNSUPPORTED, _CUT_HEADER = 0, 1, 2, 3, 4
+_STATUS_REASONS = {
+    _TRUNCATED: "truncated",
+    _NOT_IPV4: "not_ipv4",
+    _UNSUPPORTED: "unsupported_linktype",
+    _CUT_HEADER: "truncated_header",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,11 +254,17 @@ def _decode_batch(
     pending = status == _OK
     status[pending & ((u8(l3) >> 4) != 4)] = _NOT_IPV4
     pending = status == _OK
-    status[pending & (remaining < _IPV4_MIN_HEADER)] = _TRUNCATED
+    # cut before the addresses it is read for (the source ends at byte 16, the destination at 20):
+    # truncated, no element; cut after them but inside the 20-byte header: an IPv4 packet whose
+    # addresses may be somebody's element — left out, its count never shown (connectors/skips.py)
+    needed = _IPV4_MIN_HEADER if ip_lengths == "destinations" else 16
+    status[pending & (remaining < needed)] = _TRUNCATED
+    pending = status == _OK
+    status[pending & (remaining < _IPV4_MIN_HEADER)] = _CUT_HEADER
 
     good = status == _OK
     if not good.all():
-        counts = np.bincount(status, minlength=4)
+        counts = np.bincount(status, minlength=len(_STATUS_REASONS) + 1)
         for code, reason in _STATUS_REASONS.items():
             skips.add(reason, int(counts[code]))
     s = l3[good] + 12

@@ -25,9 +25,7 @@ them on **stderr only**, on one line labelled "operational, not private"
 * ``bad_int`` — not an integer literal of ASCII digits (``http``, ``4.5``, ``true``, empty);
 * ``bad_csv_row`` / ``bad_json`` — a row the csv / JSON parser rejects;
 * ``missing_column`` — a row or object without the requested column / field;
-* ``truncated`` — a captured packet cut before its IPv4 source address;
-* ``unsupported_linktype`` — a packet of a link type the capture reader cannot decode;
-* ``unknown_interface`` — a pcapng packet naming an interface that was never defined;
+* ``truncated`` — a captured packet cut before the IPv4 address(es) it is read for;
 * ``corrupt_file_tail`` — the unreadable rest of a damaged capture file;
 * ``empty``, ``oversized``, ``bad_length``, ``missing_field``, ``bad_time``, ``missing_unit`` —
   stream messages without a decodable element, a required field, a readable time or a
@@ -43,6 +41,11 @@ element of *this* run. Its count is as private as any other count of elements an
 printed** (not in reports, snapshot output, stderr, nor exceptions):
 
 * ``not_ipv4`` — a well-formed packet of another protocol (IPv6, ARP, ...);
+* ``unsupported_linktype`` — a packet of a link type the capture reader cannot decode (an
+  802.11 interface's, say), or a pcapng packet naming an interface that was never defined
+  (``unknown_interface``): either may carry an IPv4 element the reader cannot see;
+* ``truncated_header`` — an IPv4 packet cut inside its 20-byte header but after the address(es) it
+  is read for: left out (its header is not whole), but it may be somebody's element;
 * ``wrong_family`` — a valid IPv6 address in an IPv4 run, or a valid dotted quad in an IPv6 run
   (also a flow record of the other family, :mod:`connectors.flow_json`);
 * ``zero_weight`` — a valid flow record of 0 packets or bytes in a run weighted by them;
@@ -78,8 +81,6 @@ UNPARSABLE = frozenset(
         "bad_json",
         "missing_column",
         "truncated",
-        "unsupported_linktype",
-        "unknown_interface",
         "corrupt_file_tail",
         "empty",
         "oversized",
@@ -103,6 +104,9 @@ EXCLUDED = frozenset(
         "bad_path_too_deep",
         "out_of_domain",
         "unusable_record",
+        "unsupported_linktype",
+        "unknown_interface",
+        "truncated_header",
     }
 )
 

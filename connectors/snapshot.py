@@ -234,7 +234,9 @@ def parse_ipv4_pair_records(lines: list[str], skips: SkipCounter) -> tuple[np.nd
     """Lines ``A B`` (also ``A,B``, ``A -> B``, ``A → B``, tab-separated) of two dotted quads →
     ``(first, second)`` uint32 arrays in input order (two-dimensional HHH, docs/ALGORITHMS.md §11).
 
-    A line that is not two strict dotted quads is counted as ``bad_pair`` (unparsable)."""
+    A line of two addresses of which one is an IPv6 address (each side an IP address) is a valid
+    record of another family: ``wrong_family`` (excluded, never shown); any other line that is not
+    two strict dotted quads is counted as ``bad_pair`` (unparsable)."""
     firsts: list[str] = []
     seconds: list[str] = []
     bad = 0
@@ -250,7 +252,12 @@ def parse_ipv4_pair_records(lines: list[str], skips: SkipCounter) -> tuple[np.nd
     a, ok_a = text.parse_ipv4_each(firsts)
     b, ok_b = text.parse_ipv4_each(seconds)
     ok = ok_a & ok_b
-    skips.add("bad_pair", bad + int((~ok).sum()))
+    other = 0
+    for i in np.flatnonzero(~ok).tolist():  # both sides IP addresses, one of them IPv6: another family
+        if all(ok_side[i] or _is_ipv6(side[i]) for ok_side, side in ((ok_a, firsts), (ok_b, seconds))):
+            other += 1
+    skips.add("wrong_family", other)
+    skips.add("bad_pair", bad + int((~ok).sum()) - other)
     return a[ok], b[ok]
 
 

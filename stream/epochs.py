@@ -11,9 +11,10 @@ order; within one, a sketch takes its keys sorted, runs as weighted updates
 weight). The result is a function of the input log and the public clock only: a slow subtask,
 another parallelism, other batch cuts or partition interleavings change nothing.
 
-A batch for an epoch that was already applied can only come from a broker clock that stepped back
-(a partition's append times going backwards): it is applied at once, on its own (README "Known
-limits").
+A batch for an epoch the clock has already passed can only come from a broker clock that stepped
+back (a partition's append times going backwards): the operators apply it at once, on its own,
+decided by the clock alone (README "Known limits"). The operators apply complete epochs at their
+event-time timers, never on another element's arrival.
 
 * :class:`SketchWindow` — one (partition, window) of the sketch operator: h sketches, the epochs
   not applied yet, the labels of hashed keys (each key's smallest prefix seen in the window).

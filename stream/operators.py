@@ -287,6 +287,12 @@ def release_timer(schedule, window: int) -> int:
     return schedule.release_time(window) if schedule.mode == LIVE else MAX_WATERMARK
 
 
+def _epoch_passed(schedule, epoch: int, ctx) -> bool:
+    """Whether the watermark (the clock) has passed the end of arrival epoch ``epoch``: a batch of
+    it arrives late (only a broker clock that stepped back appends one) — decided by the clock alone."""
+    return epoch + schedule.epoch_ms <= ctx.timer_service().current_watermark()
+
+
 def _released(schedule, window: int, ctx) -> bool:
     """Whether ``window`` has been released at the current watermark (live: a batch for it can then
     only come from a broker clock that went backwards; it is dropped, and nothing about it is exported)."""
@@ -444,7 +450,9 @@ class CapOperator(KeyedProcessFunction):
         cw = self._window(shard, window)
         units, values, weights = unpack_unit_payload(payload)
         self._check_units(units)
-        if cw.applied_through is not None and epoch <= cw.applied_through:  # a broker clock that stepped back
+        if _epoch_passed(self.schedule, epoch, ctx) or (cw.applied_through is not None and epoch <= cw.applied_through):
+            # the clock has passed its epoch (a broker clock that stepped back): capped at once, on
+            # its own — decided by the clock alone (applied_through only after a restore)
             kept, kept_weights, touched, counts = cw.apply_group([(-1, units, values, weights)])
             self.count_seqs.setdefault((shard, window), []).append(
                 self.entries.add(_entry(_COUNTS, window, epoch, (touched, counts, cw.applied_through)))
@@ -458,10 +466,11 @@ class CapOperator(KeyedProcessFunction):
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         shard = ctx.get_current_key()
         self._load(shard)
+        watermark = ctx.timer_service().current_watermark()  # every epoch it has passed, at once
         for s, window in sorted(k for k in self.windows if k[0] == shard):
             cw = self.windows[(s, window)]
             releasing = release_timer(self.schedule, window) <= timestamp
-            epochs = sorted(cw.pending) if releasing else cw.due(timestamp, self.schedule.epoch_ms)
+            epochs = sorted(cw.pending) if releasing else cw.due(max(timestamp, watermark), self.schedule.epoch_ms)
             yield from self._apply(shard, window, cw, epochs)
             if releasing:  # the window is released downstream at this watermark: its cap is done
                 self.entries.remove(self.count_seqs.pop((shard, window), []))
@@ -601,6 +610,10 @@ class SketchOperator(KeyedProcessFunction):
         if window == TICK_WINDOW:  # arm this window and the next (replay: the range), and every open one
             for w in {*_windows_to_arm(self.schedule, mark), *(w for p, w in self.windows if p == partition)}:
                 self._arm(ctx, w)  # (a lagging subtask's tick may name a window released already)
+            for (p, _), sw in self.windows.items():  # and the timers of their buffered epochs
+                if p == partition:
+                    for epoch in sw.pending:
+                        ctx.timer_service().register_event_time_timer(epoch + self.schedule.epoch_ms)
             yield TICK_WINDOW, b""  # and let the release operator register its next window's
             return
         if _released(self.schedule, window, ctx):
@@ -612,35 +625,49 @@ class SketchOperator(KeyedProcessFunction):
         if labels:
             sw.label_seqs.append(self.entries.add(_entry(_LABELS, window, epoch, labels)))
             merge_labels(sw.labels, pickle.loads(labels))
-        if sw.applied_through is not None and epoch <= sw.applied_through:  # a broker clock that stepped back
+        if _epoch_passed(self.schedule, epoch, ctx) or (sw.applied_through is not None and epoch <= sw.applied_through):
+            # the clock has passed its epoch (a broker clock that stepped back): applied at once, on
+            # its own — decided by the clock alone (applied_through only after a restore, before the
+            # clock is read again)
             self.warm.ready()
             sw.apply_now(unpack_sketch_batch(-1, payload, self.cfg.hierarchy))
             self._save(window, sw)
         else:
             seq = self.entries.add(_entry(_PENDING, window, epoch, payload))
             sw.add(epoch, unpack_sketch_batch(seq, payload, self.cfg.hierarchy))
-        # every epoch the watermark has passed is complete: apply it (bounded memory, same result)
-        watermark = ctx.timer_service().current_watermark()
-        for (p, w), other in list(self.windows.items()):
-            if p == partition and (due := other.due(watermark, self.schedule.epoch_ms)):
+            ctx.timer_service().register_event_time_timer(epoch + self.schedule.epoch_ms)
+
+    def _apply_due(self, partition: int, watermark: int) -> None:
+        """Apply every buffered epoch of ``partition`` the watermark has passed (complete: bounded
+        memory, the same result), all of them in one update per level; called by the epochs' timers,
+        so when an epoch is applied follows the clock only, never an element's arrival."""
+        for (p, w), sw in list(self.windows.items()):
+            if p == partition and (due := sw.due(watermark, self.schedule.epoch_ms)):
                 self.warm.ready()
-                self.entries.remove(other.apply(due))
-                self._save(w, other)
-                if other.labels_to_prune():  # labels bounded by what the sketches hold, not by the window
-                    other.prune_labels()
-                    self.entries.remove(other.label_seqs)
-                    other.label_seqs = [
-                        self.entries.add(_entry(_LABELS, w, -1, pickle.dumps(other.labels, protocol=5)))
-                    ]
+                self.entries.remove(sw.apply(due))
+                self._save(w, sw)
+                if sw.labels_to_prune():  # labels bounded by what the sketches hold, not by the window
+                    sw.prune_labels()
+                    self.entries.remove(sw.label_seqs)
+                    sw.label_seqs = [self.entries.add(_entry(_LABELS, w, -1, pickle.dumps(sw.labels, protocol=5)))]
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
+        """An epoch's timer (its end) or a window's release timer (the same time may be both)."""
         partition = ctx.get_current_key()
         self._load(partition)
+        # every epoch the clock has passed, at once (the timers of a jump of the watermark fire one
+        # after the other: the first applies them all)
+        self._apply_due(partition, ctx.timer_service().current_watermark())
         if self.schedule.mode == REPLAY:  # the end of input: every window of the range, in order
+            if timestamp < MAX_WATERMARK:
+                return  # an epoch's timer during a replay that follows a clock
             assert self.schedule.until_ms is not None  # a replay has an end
             windows = range(self.schedule.origin_ms, self.schedule.until_ms, self.schedule.size_ms)
         else:
-            windows = range(self.schedule.start_of_release_time(timestamp), timestamp, self.schedule.size_ms)[:1]
+            window = self.schedule.start_of_release_time(timestamp)
+            if window % self.schedule.size_ms or not self.schedule.in_schedule(window):
+                return  # an epoch's timer only
+            windows = range(window, window + 1)
         for window in windows:
             yield from self._release(partition, window, ctx)
 

@@ -186,7 +186,9 @@ def test_pcap_non_ipv4_packets_are_skipped(tmp_path: Path) -> None:
 
 
 def test_pcap_truncated_packets(tmp_path: Path) -> None:
-    """Packets cut inside the Ethernet header, a VLAN tag or the 20-byte IPv4 header count as truncated."""
+    """Packets cut inside the Ethernet header, a VLAN tag or before the IPv4 source address count as
+    truncated (no element); one cut inside the 20-byte IPv4 header after its source address is left
+    out as ``truncated_header``, an excluded reason whose count is never shown (it may be somebody's)."""
     full = ethernet(ipv4_packet("9.9.9.9"))
     frames = [
         full[:10],
@@ -198,7 +200,8 @@ def test_pcap_truncated_packets(tmp_path: Path) -> None:
     ]
     got, skips = read_all(write_pcap(tmp_path / "t.pcap", 1, frames))
     assert got == [ip("9.9.9.9")]
-    assert skips.as_dict() == {"truncated": 5}
+    assert skips.as_dict() == {"truncated": 4, "truncated_header": 1}
+    assert "truncated_header" not in (skips.operational_line("dphhh hhh") or "")  # never shown
 
 
 def test_pcap_raw_ip_linktypes(tmp_path: Path) -> None:
@@ -391,7 +394,7 @@ def test_pcapng_two_interfaces_epb_spb_and_other_blocks(tmp_path: Path, endian: 
     path.write_bytes(data)
     got, skips = read_all(path)
     assert got == [ip(f"10.0.0.{i}") for i in (1, 2, 3, 4, 5)]
-    assert skips.as_dict() == {"not_ipv4": 2, "truncated": 1}
+    assert skips.as_dict() == {"not_ipv4": 2, "truncated_header": 1}
 
 
 def test_pcapng_sections_with_different_byte_orders(tmp_path: Path) -> None:
@@ -432,7 +435,7 @@ def test_pcapng_spb_snaplen_and_original_length(tmp_path: Path) -> None:
         [
             shb("<"),
             idb("<", 1, snaplen=30),
-            spb("<", packet[:30], orig_len=len(packet)),  # snapped inside the IPv4 header
+            spb("<", packet[:30], orig_len=len(packet)),  # snapped inside the IPv4 header, after its source
             shb("<"),
             idb("<", 1, snaplen=0),
             spb("<", packet, orig_len=len(packet) + 100),  # original longer than what is stored
@@ -442,7 +445,7 @@ def test_pcapng_spb_snaplen_and_original_length(tmp_path: Path) -> None:
     path.write_bytes(data)
     got, skips = read_all(path)
     assert got == [ip("2.0.0.1")]
-    assert skips.as_dict() == {"truncated": 1}
+    assert skips.as_dict() == {"truncated_header": 1}
 
 
 def test_pcapng_unsupported_linktype_per_interface(tmp_path: Path) -> None:
@@ -559,6 +562,20 @@ def test_open_input_errors(tmp_path: Path) -> None:
     if pcap_file is not None:  # a capture is not flow-json
         with pytest.raises(ValueError, match=r"^input: .*a\.pcap is a pcap capture, not flow-json"):
             open_input(pcap_file, "flow-json")
+
+
+def test_a_text_file_that_begins_like_pcapng_is_read_as_text(tmp_path: Path) -> None:
+    """pcapng's magic is the bytes of blank lines ("\\n\\r\\r\\n"): a text file beginning with them
+    and no valid section header is text (auto), as the same file with an address first is — so a
+    first line never decides whether a file is refused; asked for pcapng, it is still refused."""
+    blank_first = tmp_path / "blank-first.txt"
+    blank_first.write_bytes(b"\n\r\r\n10.0.0.1\n10.0.0.2\n")
+    address_first = tmp_path / "address-first.txt"
+    address_first.write_bytes(b"10.0.0.1\n\r\r\n10.0.0.2\n")
+    assert detect_format(blank_first) == "pcapng"  # by its magic alone
+    assert open_input(blank_first).format == open_input(address_first).format == "text"
+    with pytest.raises(ValueError, match=r"^input: .*pcapng"):
+        open_input(blank_first, "pcapng")
 
 
 def test_open_input_capture(tmp_path: Path) -> None:

@@ -117,3 +117,19 @@ def test_integers_too_large_for_64_bits_saturate_instead_of_being_bad_rows(tmp_p
     got = read_snapshot(f, kind="int", columns=["v"])
     assert got.values.tolist() == [INT_SATURATED, -INT_SATURATED, 42, -7]
     assert got.skips.as_dict() == {"bad_int": 2}
+
+
+def test_a_pair_line_with_an_ipv6_side_is_another_family_not_a_bad_pair() -> None:
+    """'A B' lines where a side is an IPv6 address are valid records of another family — somebody's
+    data: counted as wrong_family (excluded, never shown), not as the operational bad_pair; lines
+    that are not two addresses stay bad_pair (an independent review's finding)."""
+    from connectors.skips import SkipCounter
+    from connectors.snapshot import parse_ipv4_pair_records
+
+    skips = SkipCounter()
+    first, second = parse_ipv4_pair_records(
+        ["10.0.0.1 10.0.0.2", "10.0.0.1 2001:db8::1", "2001:db8::1 -> 2001:db8::2", "10.0.0.1 nowhere", "one"], skips
+    )
+    assert first.tolist() == [0x0A000001] and second.tolist() == [0x0A000002]
+    assert skips.as_dict() == {"wrong_family": 2, "bad_pair": 2}
+    assert "wrong_family" not in (skips.operational_line("dphhh snapshot") or "")

@@ -318,22 +318,30 @@ def read_logs(folder: Path, pattern: str = "*") -> str:
 # -------------------------------------------------------------------------------------------- files
 
 
-def file_listing(root: Path, run: dict[str, str], sized: Iterable[str] = ()) -> Counter:
+def file_listing(root: Path, run: dict[str, str], sized: Iterable[str] = (), skip: Iterable[str] = ()) -> Counter:
     """Every folder and file under ``root`` as (path relative to it, masked like a log line, mode as
     octal text, size or ``None``): a multiset, so that one more file (a checkpoint, a dump, a dead
     letter spool) is a difference. A size is listed for the paths matching one of the ``sized``
     regular expressions only — the files whose content is public (the others hold noisy values,
-    exact state or times, and their sizes follow them)."""
+    exact state or times, and their sizes follow them). Paths matching a ``skip`` expression
+    (relative to ``root``, before masking) are left out; checkpoint folders are listed, not their
+    content (how a state backend splits a checkpoint into files follows the state's size: private
+    state, README "Who may read what")."""
     patterns = [re.compile(p) for p in sized]
+    skipped = [re.compile(p) for p in skip]
     out: Counter = Counter()
     for path in sorted(root.rglob("*")):
+        relative = str(path.relative_to(root))
+        if any(p.search(relative) for p in skipped) or re.search(r"/chk-\d+/|/savepoint-[^/]+/", "/" + relative):
+            continue
         try:
             info = path.lstat()
         except FileNotFoundError:  # removed while listed (a checkpoint being retired)
             continue
-        rel = masked_log_lines(str(path.relative_to(root)), run)
+        relative = re.sub(r"savepoint-[0-9a-f]+-[0-9a-f]+", "savepoint-<id>", re.sub(r"chk-\d+", "chk-<n>", relative))
+        rel = masked_log_lines(relative, run)
         name = rel[0] if rel else ""
         size = info.st_size if path.is_file() and any(p.search(name) for p in patterns) else None
-        out[(name, oct(info.st_mode & 0o7777), size)] += 1
+        mode = "symlink" if path.is_symlink() else oct(info.st_mode & 0o7777)  # a link's own bits mean nothing
+        out[(name, mode, size)] += 1
     return out
-

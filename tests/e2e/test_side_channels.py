@@ -32,7 +32,9 @@ with all its labels — at the end, and at fixed instants mid-run (gauges and `d
 the Python operators' counters lag their bundles and are compared at the end) — the dead-letter
 topic as a multiset apart from the added element's own dead letters, `dphhh run`'s output in
 order, and the job's log records as multisets (WARN and ERROR of every logger, INFO of the
-connectors, Kafka clients and the job's own code; times, ids and ports masked, never counts). The
+connectors, Kafka clients and the job's own code; times, ids and ports masked, never counts), and
+every folder and file the run left (ledger, run folder, logs, checkpoint folders) with its mode —
+all 0700/0600 — and, where its content is public, its size (``observables.file_listing``). The
 non-private sketch dumps then show that the added element is the only difference in the data the
 job counted: one more element in its own window, nothing else changed. The harness's negative
 controls are ``tests/stream/test_observables_harness.py``.
@@ -66,6 +68,7 @@ from tests.e2e.net import free_port
 from tests.e2e.observables import (
     MetricSampler,
     Watch,
+    file_listing,
     log_differences,
     masked_log_lines,
     metric_series,
@@ -181,6 +184,7 @@ class Observed:
     flink_lines: list[str]  # the job's log, every level, masked
     window_totals: dict[int, int]  # NON-PRIVATE (test hook): elements counted per window, level 1
     exit_status: int
+    files: Counter  # every folder and file the run left: (masked path, mode, size where public)
 
 
 def _resolve(value: bytes, origin: int) -> bytes:
@@ -328,8 +332,15 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
         flink_lines=masked_log_lines(flink_log, run),
         window_totals=totals,
         exit_status=job.returncode,
+        files=file_listing(tmp_path, run, SIZED_FILES, skip=TEST_FILES),
     )
 
+
+#: files whose sizes are public (the others hold noisy reports, exact state, logs with times)
+SIZED_FILES = (r"key-secret$", r"schedule-start$", r"\.pid$")
+#: what the test itself writes beside the run (its config, the job's stderr it captures) and the
+#: NON-PRIVATE sketch dumps of the test hook (one per release attempt, their sizes follow the data)
+TEST_FILES = (r"^[^/]*\.toml$", r"^job\.err$", r"^sketches(/|$)")
 
 #: window.publish_delay_ms (the default): a report is readable from its release time plus this
 PUBLISH_DELAY = 3000
@@ -381,6 +392,11 @@ def assert_same_observables(x: Observed, y: Observed, own_dead_letters: Counter 
     assert x.log_lines == y.log_lines, "\n".join(sorted(set(x.log_lines) ^ set(y.log_lines)))
     only_x, only_y = log_differences(x.flink_lines, y.flink_lines)
     assert not only_x and not only_y, f"only in X: {dict(only_x)}\nonly in X + e: {dict(only_y)}"
+    # the same folders and files, with the same modes (and sizes where public), in both runs
+    assert x.files == y.files, (sorted((x.files - y.files).elements()), sorted((y.files - x.files).elements()))
+    assert any(size is not None for _, _, size in x.files)  # the public sizes are compared (schedule-start)
+    private = ("0o700", "0o600", "symlink")  # every folder and file as private as the raw input (§0.1 i)
+    assert x.files and all(mode in private for _, mode, _ in x.files), [f for f in x.files if f[1] not in private]
 
 
 def _diff_totals(x: Observed, y: Observed) -> dict[int, int]:

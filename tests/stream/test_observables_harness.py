@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.observables import log_differences, log_records, masked_log_lines, metric_series, phases, read_logs
+from tests.e2e.observables import (
+    file_listing,
+    log_differences,
+    log_records,
+    masked_log_lines,
+    metric_series,
+    phases,
+    read_logs,
+)
 
 RUN = {"topic-x-1234": "<in>"}
 LOG = """2026-12-04 00:10:00,001 INFO  org.apache.flink.runtime.taskmanager.Task [] - sketch (1/1)#0 switched from INITIALIZING to RUNNING.
@@ -108,3 +116,41 @@ def test_runtime_lifecycle_info_is_not_compared_but_a_connector_info_line_is() -
         "2026-12-04 00:10:02,003 WARN",
     )
     assert log_differences(_lines(LOG), _lines(connector))[1]
+
+
+def _run_folder(root: Path, run_id: str) -> Path:
+    """A run's folder as the job leaves it: a ledger, a run folder with its own id, a checkpoint."""
+    (root / "ledger").mkdir(parents=True, mode=0o700)
+    (root / "ledger" / "key-secret").write_bytes(b"k" * 32)
+    (root / "ledger" / "window-2000.json").write_text('{"noisy": 12}')
+    (root / "ledger" / "window-2000.json").chmod(0o600)
+    (root / "run" / run_id / "chk-7").mkdir(parents=True)
+    (root / "run" / run_id / "chk-7" / "_metadata").write_bytes(b"state" * 9)
+    return root
+
+
+def test_the_file_listing_sees_one_more_file_another_mode_or_a_public_size(tmp_path: Path) -> None:
+    """Runs that differ only in ids, checkpoint numbers, noisy contents and checkpoint contents list
+    alike; one more file, another mode, or another size of a public-size file is a difference."""
+    run_a = _run_folder(tmp_path / "a", "0123456789abcdef0123456789abcdef")
+    run_b = _run_folder(tmp_path / "b", "fedcba9876543210fedcba9876543210")
+    (run_b / "ledger" / "window-2000.json").write_text('{"noisy": 12345}')  # noisy values: not a size
+    (run_b / "run" / "fedcba9876543210fedcba9876543210" / "chk-7").rename(
+        run_b / "run" / "fedcba9876543210fedcba9876543210" / "chk-9"
+    )
+    (run_b / "run" / "fedcba9876543210fedcba9876543210" / "chk-9" / "shared-state").write_bytes(b"x")
+    sized = [r"key-secret$"]
+
+    def listing(root: Path) -> object:
+        return file_listing(root, {}, sized)
+
+    assert listing(run_a) == listing(run_b)
+    (run_b / "ledger" / "window-4000.json").write_text("{}")  # one more file
+    assert listing(run_a) != listing(run_b)
+    (run_b / "ledger" / "window-4000.json").unlink()
+    (run_b / "ledger" / "window-2000.json").chmod(0o644)  # another mode
+    assert listing(run_a) != listing(run_b)
+    (run_b / "ledger" / "window-2000.json").chmod(0o600)
+    assert listing(run_a) == listing(run_b)
+    (run_b / "ledger" / "key-secret").write_bytes(b"k" * 33)  # a public size
+    assert listing(run_a) != listing(run_b)

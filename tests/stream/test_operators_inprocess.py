@@ -220,9 +220,9 @@ def test_replay_releases_every_window_once_at_end_of_input_as_the_offline_path_w
     assert (
         sketch.state_keys("sketch-windows") == [] and len(sketch.map_state("sketch-entries", 0, Types.LONG(), RAW)) == 2
     )
-    # one end-of-input timer releases every window of the range (the release operator's: armed by the
-    # start record, before any element)
-    assert sketch.pending_timers() == [MAX_WATERMARK] and release.pending_timers() == [MAX_WATERMARK]
+    # epochs' timers (their ends) and one end-of-input timer that releases every window of the range
+    assert sketch.pending_timers() == [ORIGIN + 100, ORIGIN + 2 * W + 100, MAX_WATERMARK]
+    assert release.pending_timers() == [MAX_WATERMARK]
 
     chain.end_of_input()
     reports = _reports(chain.outputs)
@@ -306,9 +306,10 @@ def test_a_replay_with_a_clock_applies_complete_epochs_while_reading_and_release
         assert applied_early == clock  # with a clock, complete epochs were applied while reading
         # the open windows' labels (paths): pruned to what the sketches hold as epochs are applied
         labels[clock] = max((sum(map(len, sw.labels.values())) for sw in sketch.operator.windows.values()), default=0)
-        if clock:  # only the epochs the clock has not passed are still buffered
-            held = len(sketch.map_state("sketch-entries", 0, Types.LONG(), RAW))
-            assert 0 < held < len(log) // 5
+        if clock:  # only the epochs the clock has not passed are still buffered (at user level, by the cap)
+            holder = (chain.stages[1] if user_level else sketch).operator
+            held = sum(len(w.pending) for w in holder.windows.values())
+            assert 0 < held < 3 * 4, held  # of the 3 windows' 4 epochs with data
         chain.end_of_input()
         runs[clock] = ([unstamp(o) for o in chain.outputs], _dumped(tmp_path / str(clock)))
         assert len(runs[clock][0]) == 3
@@ -375,6 +376,36 @@ def _released_totals(out) -> list[tuple[int, int, int | None]]:
     return [(w, r.level, r.n_noisy) for w, r in ((w, pickle.loads(p)) for w, p in out)]
 
 
+def test_a_batch_of_a_passed_epoch_is_applied_on_its_own_whatever_else_arrived(tmp_path: Path) -> None:
+    """A batch whose arrival epoch the clock has already passed (a broker clock that stepped back) is
+    applied at once, on its own, decided by the clock alone. Before, epochs were applied when the
+    next batch arrived, so the same late batch was merged into its epoch — or applied on its own if
+    some other element had arrived in between: one element changed how another counted (an
+    independent review's finding). Here: epoch 100 holds X; the clock passes 350; Z (epoch 100)
+    arrives late, after Y (epoch 300) or without it."""
+    cfg = _cfg(tmp_path, "privacy.counters=2", mode="live", windows=2)
+    x = np.array([HEAVY_24 + 9, HEAVY_24 + 9, HEAVY_24 + 8], dtype=np.uint32)
+    z = np.array([HEAVY_24 + 1, HEAVY_24 + 2, HEAVY_24 + 3], dtype=np.uint32)
+    y = np.array([HEAVY_24 + 5], dtype=np.uint32)
+    key = lambda v: cfg.hierarchy.keys(v, 4)  # noqa: E731
+    assert _canonical([key(x), key(z)], 2).to_bytes() != _canonical([np.concatenate([key(x), key(z)])], 2).to_bytes()
+    for with_y in (False, True):
+        dumps = tmp_path / ("y" if with_y else "no-y")
+        run = _cfg(dumps, "privacy.counters=2", mode="live", windows=2)
+        with _sketch(run) as sk:
+            for r in _sketch_records(run, ORIGIN, x, ORIGIN + 100):
+                sk.process(r)
+            sk.advance_watermark(ORIGIN + 350)
+            if with_y:
+                for r in _sketch_records(run, ORIGIN, y, ORIGIN + 300):
+                    sk.process(r)
+            for r in _sketch_records(run, ORIGIN, z, ORIGIN + 100):  # late: its epoch has passed
+                sk.process(r)
+            sk.advance_watermark(ORIGIN + W)
+        groups = [key(x), key(z)] + ([key(y)] if with_y else [])
+        assert _dumped(dumps)[(ORIGIN, 3)].to_bytes() == _canonical(groups, 2).to_bytes(), with_y
+
+
 def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore_lost(tmp_path: Path) -> None:
     """After a window's release its state is gone and later elements for it leave no state, timer or
     output; a restore without the window's timer (and with empty caches) keeps its buffered epochs
@@ -385,7 +416,7 @@ def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore
     with _sketch(cfg) as sk:
         for r in _sketch_records(cfg, ORIGIN, values):
             assert sk.process(r) == []
-        assert sk.pending_timers(0) == [ORIGIN + W]
+        assert sk.pending_timers(0) == [ORIGIN + 100, ORIGIN + W]  # its epoch's end, the window's release
         released = [(w, pickle.loads(p)) for w, p in sk.advance_watermark(ORIGIN + W)]
         assert [(w, r.level) for w, r in released] == [(ORIGIN, level) for level in (1, 2, 3, 4)]
         assert abs(released[0][1].n_noisy - 300) <= 5  # level 1 carries the size (P = 1)
@@ -398,7 +429,8 @@ def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore
 
         for r in _sketch_records(cfg, ORIGIN + W, values[:100], ORIGIN + W):  # epoch W
             sk.process(r)
-        sk.advance_watermark(ORIGIN + W + 150)  # epoch W complete: applied with the next batch
+        sk.advance_watermark(ORIGIN + W + 150)  # epoch W complete: applied at its timer (the clock)
+        assert sk.map_state("sketch-entries", 0, Types.LONG(), RAW) == {}
         for r in _sketch_records(cfg, ORIGIN + W, values[100:200], ORIGIN + W + 200):
             sk.process(r)
         assert len(sk.map_state("sketch-entries", 0, Types.LONG(), RAW)) == 1  # epoch W+200 is still buffered
@@ -408,9 +440,10 @@ def test_sketch_operator_drops_released_windows_and_ticks_rearm_timers_a_restore
         assert again.pending_timers() == []
         for r in _sketch_records(cfg, ORIGIN + W, values[200:], ORIGIN + W + 200):
             again.process(r)  # the restored state, not a cache, is what grows
-        assert again.pending_timers() == []  # the window's state existed: no new timer by itself
+        # the window's state existed: no release timer by itself (its epoch's end: this batch's own)
+        assert again.pending_timers() == [ORIGIN + W + 300]
         assert again.process((0, TICK_WINDOW, ORIGIN + W, b"", b"")) == [(TICK_WINDOW, b"")]
-        assert again.pending_timers(0) == [ORIGIN + 2 * W, ORIGIN + 3 * W]
+        assert again.pending_timers(0) == [ORIGIN + W + 300, ORIGIN + 2 * W, ORIGIN + 3 * W]
         out = again.advance_watermark(ORIGIN + 2 * W)
         assert [w for w, _ in out] == [ORIGIN + W] * 4 and abs(pickle.loads(out[0][1]).n_noisy - 300) <= 5
         assert again.state_keys("sketch-windows") == [] and again.state_keys("sketch-entries") == []

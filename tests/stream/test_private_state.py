@@ -106,6 +106,24 @@ def test_only_records_without_an_element_are_counted() -> None:
             b"{not json",
         ],
     ) == [("bad_time", False), ("bad_time", True), ("missing_unit", False), ("missing_field", True), ("bad_json", True)]
+    # unreadable records that still carry an address (an independent review's cases): a Latin-1
+    # byte in another field, a trailing comma, a 5,000-digit number — dead-lettered, not counted
+    assert _counted(
+        json_dec,
+        [
+            b'{"ip": "1.2.3.4", "u": "M\xfcller"}',
+            b'{"ip": "1.2.3.4", "u": "a",}',
+            b'{"ip": "1.2.3.4", "u": ' + b"9" * 5000 + b"}",
+            b'{"ip": "2001:db8::7", "u": "a",}',
+            b'{"ip": "no address", "u": "M\xfcller"}',
+        ],
+    ) == [
+        ("invalid_utf8", False),
+        ("bad_json", False),
+        ("bad_json", False),
+        ("bad_json", False),
+        ("invalid_utf8", True),
+    ]
     text = MessageDecoder("text-ipv4", max_message_bytes=16)
     assert _counted(text, [b"10.0.0.1" + b" " * 20, b"x" * 20, b"nonsense", b"\xff\xfe"]) == [
         ("oversized", False),  # not parsed: it may hold an address
@@ -121,14 +139,18 @@ def test_only_records_without_an_element_are_counted() -> None:
     flows = MessageDecoder("flow-json", flow_weight="bytes")
     rec = {"ip_src": "10.0.0.1", "ip_dst": "10.0.0.2", "packets": 1, "bytes": 2**60, "timestamp_start": 5}
     bad_address = dict(rec, ip_src="nowhere", bytes=10)
-    assert _counted(flows, [json.dumps(rec).encode(), json.dumps(bad_address).encode()]) == [
+    latin1 = json.dumps(dict(rec, bytes=10, writer_id="caf\u00e9")).encode().replace(b"\\u00e9", b"\xe9")
+    assert _counted(flows, [json.dumps(rec).encode(), json.dumps(bad_address).encode(), latin1]) == [
         ("counter_too_large", False),
         ("bad_address", True),
+        ("invalid_utf8", False),  # valid addresses beside one Latin-1 byte elsewhere
     ]
     paths = MessageDecoder("path", path_depth=3)
-    assert _counted(paths, [b"a//b", ("x/" * 3000 + "y").encode()]) == [
+    assert _counted(paths, [b"a//b", ("x/" * 3000 + "y").encode(), b"de/m\xfcnchen/x", b"\xff\xfe"]) == [
         ("bad_path_empty_component", True),
         ("bad_path_too_long", False),  # a well-formed path, only longer than the reader takes
+        ("invalid_utf8", False),  # a path with a Latin-1 byte: it may be somebody's path
+        ("invalid_utf8", True),
     ]
 
 
