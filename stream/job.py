@@ -12,8 +12,9 @@ window's report computed once and published identically. The release schedule is
 (:mod:`stream.schedule`).
 
 PyFlink starts a JVM ("gateway") on first use; :func:`prepare_gateway` must run before any PyFlink
-object exists: it builds a lib folder (PyFlink's jars + the Prometheus reporter, which a
-MiniCluster only loads from the gateway's classpath) and points ``FLINK_LIB_DIR`` at it.
+object exists: it points ``FLINK_LIB_DIR`` at a lib folder (:func:`gateway_lib_dir`: PyFlink's
+jars, the Prometheus reporter, which a MiniCluster only loads from the gateway's classpath, and the
+job's jars, so that every gateway thread finds their classes).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "latest_checkpoint",
     "ensure_jars",
     "ensure_operator_jar",
+    "gateway_lib_dir",
     "job_jars",
     "prepare_gateway",
     "flink_configuration",
@@ -123,21 +125,52 @@ def job_jars(*, python_runtime: bool = False) -> list[Path]:
     return jars
 
 
-def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = ()) -> None:
-    """Environment for PyFlink's JVM; call before creating any PyFlink object in this process.
-    The environment variables ``hidden_env`` (secrets, e.g. ``env:NAME`` Kafka options) are kept
-    from the JVM and its Python workers (Beam logs a worker's whole environment)."""
+def gateway_lib_dir(extra_jars: Iterable[Path] = ()) -> Path:
+    """The gateway JVM's lib folder (``FLINK_LIB_DIR``): symlinks to PyFlink's jars, the Prometheus
+    reporter (a MiniCluster loads reporters only from the gateway's class path), the job's jars and
+    ``extra_jars``, in a folder of the cache named by that list — every run of this installation
+    then starts its JVM with the same class path, which a class-data archive requires (tests).
+
+    The job's own jars are on the class path because PyFlink adds ``pipeline.jars`` only to the
+    context class loader of the one gateway thread that served that call, and py4j serves a call on
+    another gateway thread whenever two Python threads used the gateway at once (a finaliser run by
+    another thread's garbage collection is enough): ``io.dphhh.flink.*`` "could not be found" at
+    random, a job start that failed with load, not the input."""
+    import hashlib
+    import shutil
+    import tempfile
+
     import pyflink
 
     home = Path(pyflink.__file__).resolve().parent
     reporter = sorted(home.glob("plugins/metrics-prometheus/*.jar")) or sorted(
         (jars_dir() / "flink").glob("flink-metrics-prometheus-*.jar")
     )
-    lib = private_dir(run_dir / "flink-lib")
-    for jar in sorted(home.glob("lib/*.jar")) + reporter[:1]:
-        link = lib / jar.name
-        if not link.exists():
-            link.symlink_to(jar)
+    jars = [*sorted(home.glob("lib/*.jar")), *reporter[:1], *job_jars(), *extra_jars]
+    listing = "\n".join(f"{jar.name} {jar.resolve()}" for jar in jars)
+    lib = jars_dir() / "gateway-lib" / hashlib.sha1(listing.encode()).hexdigest()[:12]
+    if lib.is_dir():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=lib.parent))
+    for jar in jars:
+        (staged / jar.name).symlink_to(jar.resolve())
+    try:
+        staged.rename(lib)  # atomic; a concurrent run may have made the same folder first
+    except OSError:
+        shutil.rmtree(staged)
+    return lib
+
+
+def prepare_gateway(run_dir: Path, hidden_env: Iterable[str] = (), extra_jars: Iterable[Path] = ()) -> None:
+    """Environment for PyFlink's JVM; call before creating any PyFlink object in this process.
+    The environment variables ``hidden_env`` (secrets, e.g. ``env:NAME`` Kafka options) are kept
+    from the JVM and its Python workers (Beam logs a worker's whole environment); ``extra_jars`` go
+    on its class path (:func:`gateway_lib_dir`)."""
+    import pyflink
+
+    home = Path(pyflink.__file__).resolve().parent
+    lib = gateway_lib_dir(extra_jars)
     os.environ["FLINK_HOME"] = str(home)
     os.environ["FLINK_LIB_DIR"] = str(lib)
     os.environ["FLINK_LOG_DIR"] = str(private_dir(run_dir / "log"))

@@ -56,11 +56,9 @@ def main() -> None:
     broker = prepare_kafka(cfg)
     try:
         resolve_origin(cfg, int(time.time() * 1000))
-        lib = work / "flink-lib"
-        lib.mkdir(parents=True, exist_ok=True)
-        for jar in (Path(pyflink.__file__).parent / "plugins" / "metrics-jmx").glob("*.jar"):
-            (lib / jar.name).symlink_to(jar)
-        prepare_gateway(work)
+        prepare_gateway(
+            work, extra_jars=sorted((Path(pyflink.__file__).parent / "plugins" / "metrics-jmx").glob("*.jar"))
+        )
         from pyflink.datastream import StreamExecutionEnvironment
         from pyflink.java_gateway import get_gateway
 
