@@ -1,4 +1,5 @@
-"""Time of the exact discrete Laplace sampler versus the inversion sampler it replaced (docs/ALGORITHMS.md §3).
+"""Time of the exact discrete Laplace sampler versus the inversion sampler it replaced (docs/ALGORITHMS.md §3),
+and of the exact discrete Gaussian on words versus its Python-integer loop.
 
 What it measures
 ----------------
@@ -20,6 +21,10 @@ function); the new ones are ``privacy.noise.discrete_laplace`` and
 scales (each shared by many elements: the table path) and 2·10^4 draws with 2·10^4 distinct
 scales (the per-element Canonne-Kamath-Steinke path, the slow case).
 
+**gaussian** rows: 2·10^4 exact discrete Gaussian draws, the Python-integer loop
+(``privacy.noise._discrete_gaussian_python``, the only sampler before 2026-12-07) versus
+``privacy.noise.discrete_gaussian`` (the same CKS algorithm on 64-bit words when its exponents fit).
+
 Run: ``.venv/bin/python benchmarks/noise_sampler.py [--repeats 31]``.
 """
 
@@ -29,6 +34,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
@@ -128,6 +134,14 @@ def main() -> None:
         lambda: noise.discrete_laplace_elementwise(distinct, seeded),
         bulk_repeats,
     )
+    print("exact discrete Gaussian (old: the Python-integer CKS loop; new: the same algorithm on words):")
+    for sigma2 in (Fraction(58619, 1024), Fraction(10**6)):  # InfTDA's at eps = 1, delta = 1e-6, h = 1; a wide one
+        compare(
+            f"  2e4 draws at sigma2 = {float(sigma2):.6g}",
+            lambda sigma2=sigma2: noise._discrete_gaussian_python(sigma2, 20_000, seeded),
+            lambda sigma2=sigma2: noise.discrete_gaussian(sigma2, 20_000, seeded),
+            bulk_repeats,
+        )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from privacy.noise import discrete_gaussian
+from privacy.noise import DG_ROUND, discrete_gaussian
 from privacy.offline.intopt import int_opt
 from privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
 from privacy.params import check_int, check_open_unit, check_positive
@@ -388,15 +388,17 @@ def _child_domain(hierarchy: Hierarchy, domain: PathDomain | None, max_children:
 # --------------------------------------------------------------------------------------------
 
 
-#: Bytes per noised child count of one level (keys, lookups, the exact sampler's list, the noisy
-#: vector; IntOPT's work on the widest parent) — see :func:`inftda_level_memory_bytes`.
-_DRAW_BYTES = 56
+#: Bytes per noised child count of one level (keys, lookups, the noise, the noisy vector;
+#: IntOPT's work on the widest parent), and per sample of one round of the exact sampler's working
+#: arrays (privacy.noise.DG_ROUND samples at most) — see :func:`inftda_level_memory_bytes`.
+_DRAW_BYTES = 40
+_ROUND_BYTES = 270
 
 
 def inftda_level_memory_bytes(draws: int, widest: int) -> int:
     """Predicted working memory (bytes) of one TopDown level that noises ``draws`` child counts,
-    ``widest`` of them under one parent: ``56·(draws + widest)`` (measured with tracemalloc between
-    0.7 and 1.05 of it on IPv4 levels of 2^8 … 2^18 draws).
+    ``widest`` of them under one parent: ``40·(draws + widest) + 270·min(draws, DG_ROUND)`` (measured
+    with tracemalloc between 0.9 and 1.3 of the peak on IPv4 levels of 768 … 1.4·10⁶ draws).
 
     Both numbers are public before the level is noised — ``draws`` is the number of kept parents
     of the released previous level times their public child domains (what ``progress`` of
@@ -406,7 +408,7 @@ def inftda_level_memory_bytes(draws: int, widest: int) -> int:
     """
     check_int(_OWNER, "draws", draws, 0)
     check_int(_OWNER, "widest", widest, 0)
-    return _DRAW_BYTES * (int(draws) + int(widest))
+    return _DRAW_BYTES * (int(draws) + int(widest)) + _ROUND_BYTES * min(int(draws), DG_ROUND)
 
 
 def noisy_counts(exact: np.ndarray, sigma2: Fraction, rng: RngLike = None) -> np.ndarray:

@@ -39,8 +39,8 @@ pytestmark = pytest.mark.audit
 
 EPSILON, DELTA = 1.0, 1e-6
 H = 1
-# 10^5 releases per side (two discrete Gaussian draws each, ~55k exact draws/s on one core): the
-# Python CKS sampler is the cost; the broken variants are flagged with a wide margin at 2·10^4.
+# 10^5 releases per side (two discrete Gaussian draws each); the broken variants are flagged with a
+# wide margin at 2·10^4.
 TRIALS = 100_000
 BROKEN_TRIALS = 20_000
 

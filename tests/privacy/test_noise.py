@@ -37,7 +37,8 @@ from privacy.randomness import SecureRandomSource, SeededRandomSource, as_source
 # False-failure probability of each goodness-of-fit / symmetry test for a correct sampler.
 ALPHA = 1e-6
 N_VECTOR = 200_000  # samples for the vectorised samplers
-N_GAUSS = 30_000  # samples for the (Python-loop) exact discrete Gaussian sampler
+N_GAUSS = 200_000  # samples for the exact discrete Gaussian (vectorised: ~0.1 s)
+N_GAUSS_PYTHON = 30_000  # samples for its Python-integer path (~25 µs each)
 MIN_EXPECTED = 10.0  # smallest expected count of any chi-square bin
 
 
@@ -546,10 +547,76 @@ def test_discrete_gaussian_dtype_and_shapes():
     assert discrete_gaussian(4, 6, rng=1).shape == (6,)
 
 
-def test_discrete_gaussian_uses_only_randbelow():
-    """discrete_gaussian draws all its randomness through randbelow, never bits."""
-    x = discrete_gaussian(10, 200, rng=RandbelowOnlySource(5))
+def test_discrete_gaussian_draws_words_when_its_exponents_fit_int64():
+    """With 2 n d t**2 < 2**62 (sigma2 = n/d) the sampler runs on 64-bit words only."""
+    source = BitsOnlySource(5)
+    x = discrete_gaussian(10, 200, rng=source)
+    assert x.shape == (200,) and source.words > 0
+
+
+# sigma2 = 25 + 2**-70: its exact fraction needs 2 n d t**2 >= 2**62, so the Python sampler draws it
+WIDE_SIGMA2 = Fraction(25) + Fraction(1, 2**70)
+# sigma2 = (2**29 + 1) / 2**25 (about 16): d t = 5 * 2**25, so a candidate with |y| > 16 has an
+# exponent numerator (|y| d t - n)**2 beyond int64 and is decided in Python integers (~6 % of them)
+TALL_SIGMA2 = Fraction(2**29 + 1, 2**25)
+
+
+def test_discrete_gaussian_falls_back_to_python_integers_for_a_wide_fraction():
+    """A sigma2 whose exponents leave int64 is drawn by the Python sampler (randbelow only)."""
+    x = discrete_gaussian(WIDE_SIGMA2, 200, rng=RandbelowOnlySource(5))
     assert x.shape == (200,)
+
+
+def test_discrete_gaussian_python_path_passes_chisquare():
+    """The Python-integer sampler (a wide sigma2) passes the chi-square test against the pmf."""
+    x = discrete_gaussian(WIDE_SIGMA2, N_GAUSS_PYTHON, rng=np.random.default_rng(56))
+    assert symmetric_chisquare_pvalue(x, lambda k: discrete_gaussian_pmf(k, WIDE_SIGMA2)) > ALPHA
+
+
+class _CountingSource:
+    """A seeded source that counts its randbelow calls."""
+
+    secure = False
+
+    def __init__(self, seed: int) -> None:
+        self.inner = SeededRandomSource(seed)
+        self.randbelow_calls = 0
+
+    def bits(self, n: int) -> np.ndarray:
+        return self.inner.bits(n)
+
+    def randbelow(self, m: int) -> int:
+        self.randbelow_calls += 1
+        return self.inner.randbelow(m)
+
+
+def test_discrete_gaussian_with_candidates_beyond_int64_passes_chisquare():
+    """Candidates whose acceptance exponent leaves int64 are decided exactly in Python integers:
+    the path is taken (randbelow is called) and the samples pass the chi-square test; with those
+    candidates always accepted (a broken variant) the same test rejects."""
+    source = _CountingSource(57)
+    x = discrete_gaussian(TALL_SIGMA2, N_GAUSS, rng=source)
+    assert source.randbelow_calls > 1000
+    assert symmetric_chisquare_pvalue(x, lambda k: discrete_gaussian_pmf(k, TALL_SIGMA2)) > ALPHA
+    broken = noise._make_bernoulli_exp
+    try:
+        noise._make_bernoulli_exp = lambda randbelow: lambda num, den: True
+        y = discrete_gaussian(TALL_SIGMA2, N_GAUSS, rng=np.random.default_rng(57))
+    finally:
+        noise._make_bernoulli_exp = broken
+    assert symmetric_chisquare_pvalue(y, lambda k: discrete_gaussian_pmf(k, TALL_SIGMA2)) < ALPHA
+
+
+@pytest.mark.parametrize("a, b", [(0, 7), (3, 7), (7, 7), (5, 2), (23, 10), (40, 9), (2, 1)])
+def test_bernoulli_exp_ratio_has_the_exact_rate(a, b):
+    """_bernoulli_exp_ratio's success rate is exp(-a/b) (two-sided binomial test at ALPHA), for
+    exponents below, at and above 1; the rate without the floor(a/b) factors exp(-1) is rejected
+    wherever a >= b (power check)."""
+    n = N_VECTOR
+    hits = int(noise._bernoulli_exp_ratio(np.full(n, a, dtype=np.int64), b, SeededRandomSource(58 + a)).sum())
+    assert stats.binomtest(hits, n, math.exp(-a / b)).pvalue > ALPHA
+    if a >= b:
+        assert stats.binomtest(hits, n, math.exp(-(a % b) / b)).pvalue < ALPHA
 
 
 def test_discrete_gaussian_float_and_fraction_sigma2_agree():
@@ -650,7 +717,10 @@ def test_secure_source_is_used_when_rng_is_none(monkeypatch):
         assert sampler(3.0, 10).shape == (10,)
         assert calls["bits"] > before
     assert geometric_failures(0.5, 10).shape == (10,)
+    before = calls["bits"]
     assert discrete_gaussian(9, 10).shape == (10,)
+    assert calls["bits"] > before
+    assert discrete_gaussian(WIDE_SIGMA2, 10).shape == (10,)  # the Python-integer path
     assert calls["randbelow"] > 0
 
 
