@@ -283,9 +283,16 @@ def logged_state_sizes(log_dir: Path) -> list[str]:
 # A number is a run of digits not inside a longer one: letters and underscores may touch it
 # (``12347ms``, ``count_12347``, ``n12347``), another digit or a decimal point before it may not.
 _NUMBER = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\d)")
-# random identifiers (UUIDs, hex ids of 16+ digits) hold digit runs that are not numbers
+# random identifiers hold digit runs that are not numbers: UUIDs; hex ids of 16+ digits; hex runs of
+# 8+ characters with letters and digits, also where underscores join them (Flink's attempt and vertex
+# ids "ff12..._4d13..._0_0", object hashes "@9c9c1317", temporary folder names); and source positions
+# of stack traces ("Task.java:1317": the code's, public); Kafka producer ids. A count glued to letters that are not all
+# hex digits (12347ms, count_12347, x12347y) is still a number.
 _IDS = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-fA-F]{16,}\b"
+    r"|(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}(?![0-9A-Za-z])"
+    r"|\b\w+\.(?:java|scala|kt):\d+"
+    r"|(?i:producer ?id)(?: set to |=)\d+"  # the broker numbers the producers of all its clients
 )
 
 

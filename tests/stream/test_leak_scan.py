@@ -20,6 +20,8 @@ def test_every_format_of_a_count_is_found() -> None:
         "count_12347",
         "x12347y",
         "a,12347",
+        "c12347d",  # glued to hex letters, but too short for an id
+        "n=12347_windows",
     ):
         assert leaked_counts(text, [12347, 999]) == {12347}, text
 
@@ -34,6 +36,11 @@ def test_near_misses_are_not_counts() -> None:
         "at 12:34:56.12347",
         "job 3f2a9c0012347bd1e0f3a9c0012347bd",  # a random hex id, not a number
         "session=0b12347e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "attempt ff12a9e9acec12347c9dc123a5f0ada_4d12347e3fd2af_0_0 switched",  # Flink's joined ids
+        "HashMapStateBackend@9c912347",  # an object's hash
+        "at org.apache.flink.runtime.taskmanager.Task.run(Task.java:12347)",  # a source position
+        "deploy/jars/gateway-lib/12347da9b0ae/",  # a folder named by a digest
+        "[Producer clientId=x] ProducerId set to 12347 with epoch 0",  # numbered by the broker
     ):
         assert not leaked_counts(text, [12347]), text
     assert mask_times("2026-12-01 08:57:10,744 INFO") == "<time> INFO"

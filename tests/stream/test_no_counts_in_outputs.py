@@ -317,7 +317,9 @@ def test_snapshot_inftda_names_no_count_and_drops_paths_outside_the_domain(capsy
         "--delta",
         "1e-6",
         "--seed",
-        "4",  # (with seed 3 the last level's public error bound, from the released counts, is 517 = BAD)
+        # with seeds 4, 5, 8, 10 and 11 the last level's public error bound (a function of how many
+        # counts the released tree noised) is 517 = BAD: a number the check cannot tell from a count
+        "6",
     )
     _check_outputs(out, err, f, domain, extra=PATH_PARTS)
     leaves = {c["prefix"]: c["count"] for lv in doc["result"]["levels"] if lv["level"] == 3 for c in lv["counts"]}
