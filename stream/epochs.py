@@ -153,20 +153,17 @@ def _key_runs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The canonical runs of one level over several epochs: ``batches`` are (epoch index, keys,
     weights or None) — the same runs as :func:`sketches.canonical.canonical_runs` epoch by epoch."""
-    if not batches:
+    keys = np.concatenate([np.asarray(k, dtype=np.int64) for _, k, _ in batches]) if batches else np.zeros(0)
+    if not keys.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    keys = np.concatenate([np.asarray(k, dtype=np.int64) for _, k, _ in batches])
     index = np.repeat(np.array([i for i, _, _ in batches], dtype=np.int64), [len(k) for _, k, _ in batches])
-    weighted = any(w is not None for _, _, w in batches)
     order = np.lexsort((keys, index))
     keys, index = keys[order], index[order]
     weights = None
-    if weighted:
+    if any(w is not None for _, _, w in batches):
         weights = np.concatenate(
             [np.ones(len(k), dtype=np.int64) if w is None else np.asarray(w, dtype=np.int64) for _, k, w in batches]
         )[order]
-    if not keys.size:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return _runs(keys, index, weights, (keys[1:] != keys[:-1]) | (index[1:] != index[:-1]))
 
 

@@ -15,10 +15,9 @@ before the fix it fails with the error above.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.fresh_interpreter import run_json
 
 SCRIPT = r"""
 import json, sys, threading
@@ -66,16 +65,7 @@ print(json.dumps({"first": first, "second": second, "found": found}))
 
 
 def test_job_classes_are_found_on_a_second_gateway_thread(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "run")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_json(SCRIPT, str(tmp_path / "run"))
     # the scenario happened: the pipeline.jars call's thread had the jars in its context loader, the
     # later lookup ran on a thread without them
     assert result["first"] is True, result

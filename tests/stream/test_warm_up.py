@@ -12,15 +12,11 @@ gained a signature. Shown to fail without the decode warm-up (``test_the_check_s
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_interpreter import run_json
 
 SCRIPT = r"""
 import json, sys
@@ -82,17 +78,7 @@ print(json.dumps({"before": before, "gained": {k: v for k, v in after.items() if
 
 
 def _gained(kind: str, tmp: Path, broken: bool = False) -> tuple[dict, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, kind, str(tmp), "1" if broken else "0"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = run_json(SCRIPT, kind, str(tmp), "1" if broken else "0")
     return found["before"], found["gained"]
 
 
