@@ -78,7 +78,8 @@ class LocalBroker:
         """The file (mode 600) holding the password of the ``sasl_ssl`` broker's user ``dphhh``."""
         return self.secrets_dir / "client.password"
 
-    def _env(self) -> dict[str, str]:
+    def scripts_environment(self) -> dict[str, str]:
+        """The environment under which the deploy/kafka-*.sh scripts address this broker."""
         env = {
             **script_env(),
             "DPHHH_KAFKA_PORT": str(self.port),
@@ -94,14 +95,22 @@ class LocalBroker:
         """Start the broker unless one already answers on the port (then it is left alone)."""
         if reachable(self.bootstrap):
             return
-        subprocess.run(["bash", str(deploy_dir() / "kafka-start.sh")], check=True, env=self._env(), stdout=sys.stderr)
+        subprocess.run(
+            ["bash", str(deploy_dir() / "kafka-start.sh")],
+            check=True,
+            env=self.scripts_environment(),
+            stdout=sys.stderr,
+        )
         self.started = True
 
     def stop(self) -> None:
         """Stop the broker if this object started it."""
         if self.started:
             subprocess.run(
-                ["bash", str(deploy_dir() / "kafka-stop.sh")], check=False, env=self._env(), stdout=sys.stderr
+                ["bash", str(deploy_dir() / "kafka-stop.sh")],
+                check=False,
+                env=self.scripts_environment(),
+                stdout=sys.stderr,
             )
             self.started = False
 

@@ -33,7 +33,9 @@ from tests.e2e.prom import (
     start_prometheus,
 )
 
-pytestmark = pytest.mark.serial  # runs alone (./dphhh test): timing and live windows on the wall clock
+# timing and live windows on the wall clock: ./dphhh test runs the serial tests after the others, this
+# group beside the one test that kills a broker of its own (tests/e2e/test_faults.py)
+pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("wall-clock")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

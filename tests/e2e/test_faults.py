@@ -1,7 +1,9 @@
 """Fault injection on the real broker and job: a Python worker, the whole job or the broker is killed
 (SIGKILL) at a chosen moment, several kills in one job's life, and the job recovers each time: per
 moment a worker then the job (these tests run beside others); and the broker at each moment in turn
-(``serial``: the broker is shared).
+(``serial``: its kills are timed against the job's commits, which a loaded machine would move). The
+tests that kill a broker kill one of their own (:func:`_own_broker`, not the shared one on 9092), so
+the others' jobs are not touched.
 
 The jobs are live: a sender appends a message to the input every 250 ms (the broker stamps its
 arrival time), windows are 2 s, and reports follow the public schedule from a configured origin.
@@ -32,6 +34,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +46,7 @@ from stream.broker import LocalBroker
 from stream.config import load_config
 from stream.ledger import ReleaseLedger
 from tests.e2e.jobs import (
+    BOOTSTRAP,
     JOB,
     dump_attempts,
     every_record,
@@ -61,10 +66,11 @@ from tests.e2e.literal_reference import packed_ipv4_truth
 SIZE = 2000  # live windows of 2 s
 
 
-def _live_config(tmp_path: Path, name: str, origin: int, **output) -> Path:
+def _live_config(tmp_path: Path, name: str, origin: int, bootstrap: str = BOOTSTRAP, **output) -> Path:
     return write_config(
         tmp_path,
         name,
+        kafka={"bootstrap": bootstrap},
         window={"size_ms": SIZE, "origin": origin},
         privacy={"epsilon": 2.0, "delta": 1e-6, "tau": 2000.0, "counters": 256, "partitions": 2},
         flink={"checkpoint_interval_ms": output.pop("checkpoint_interval_ms", 1500)},
@@ -194,13 +200,14 @@ def _away_from_commits(tmp_path: Path, gap_s: float, schedule) -> None:
     raise AssertionError("no moment away from every commit in 60 s")
 
 
-def _hanging_transactions(topics: list[str]) -> list[str]:
+def _hanging_transactions(topics: list[str], broker: LocalBroker) -> list[str]:
     """Open transactions on ``topics`` that Kafka's coordinator no longer tracks (find-hanging)."""
     out = subprocess.run(
         ["bash", str(ROOT / "deploy" / "kafka-transactions.sh"), "find-hanging"],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **broker.scripts_environment()},
     )
     assert out.returncode == 0, out.stderr
     return [line for line in out.stdout.splitlines()[1:] if line.split() and line.split()[0] in topics]
@@ -252,8 +259,25 @@ def _last_data_window(cfg) -> int:
     return max(ts for ts, _ in input_log(cfg)) // SIZE * SIZE
 
 
-def _kill_broker() -> None:
-    pid = int((ROOT / "var" / "kafka" / "kafka.pid").read_text().strip())
+@contextmanager
+def _own_broker(tmp_path: Path, port: int) -> Iterator[LocalBroker]:
+    """A broker of the test's own on ``port`` (its data under ``tmp_path``), stopped at the end."""
+    broker = LocalBroker(port, var_dir=tmp_path / "kafka")
+    broker.start()
+    assert broker.started, f"port {port} was already taken by another process"
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+#: the ports of the brokers of the tests that kill theirs (each + 1: its controller)
+KILL_BROKER_PORT, DOWN_BROKER_PORT = 29092, 29192
+
+
+def _kill_broker(broker: LocalBroker) -> None:
+    assert broker.var_dir is not None  # a broker of the test's own
+    pid = int((broker.var_dir / "kafka.pid").read_text().strip())
     os.kill(pid, signal.SIGKILL)
     wait_for(
         lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
@@ -288,14 +312,24 @@ def _reach(moment: str, tmp_path: Path) -> None:
         wait_for(lambda: bool(_in_progress(tmp_path) - stale), 60, "a checkpoint in progress", every_s=0.02)
 
 
-def _kill_and_recover(tmp_path: Path, name: str, kills: list[tuple[str, str]], interval: int, delay: int) -> None:
+def _kill_and_recover(
+    tmp_path: Path,
+    name: str,
+    kills: list[tuple[str, str]],
+    interval: int,
+    delay: int,
+    broker: LocalBroker | None = None,
+) -> None:
     """One live job; each (victim, moment) of ``kills`` in turn: wait for the moment, SIGKILL the
     victim (a Python worker; the whole job, then started again; or the broker, away 3 s), wait for a
     report after the recovery. Then every element is counted once, every window has one committed
     report equal to the ledger's, the ledger's budget total is unchanged; a worker's kill was a
     restore in place, a job's a resume from its newest checkpoint, a broker's left no open transaction."""
     origin = live_origin(SIZE, 3)
-    config = _live_config(tmp_path, name, origin, checkpoint_interval_ms=interval, test_checkpoint_delay_ms=delay)
+    bootstrap = broker.bootstrap if broker is not None else BOOTSTRAP
+    config = _live_config(
+        tmp_path, name, origin, bootstrap, checkpoint_interval_ms=interval, test_checkpoint_delay_ms=delay
+    )
     cfg, producer = publish(config, [])
     producer.close()
     sender = Sender(cfg)
@@ -318,10 +352,11 @@ def _kill_and_recover(tmp_path: Path, name: str, kills: list[tuple[str, str]], i
                 resumed.append((str(runs), _latest_checkpoint_id(tmp_path)))  # what the next run resumes from
                 job, tag = _start(config, tmp_path, str(runs)), str(runs)
             else:  # between completions: 1.5 s / 3 s apart, or 4 s during a slow checkpoint
+                assert broker is not None  # the test's own
                 _away_from_commits(tmp_path, 4.0 if delay else interval / 1000, cfg.schedule(origin))
-                _kill_broker()
+                _kill_broker(broker)
                 time.sleep(3)  # the broker stays away this long (a fault being injected, not a wait for a condition)
-                LocalBroker(9092).start()
+                broker.start()
             lines = _report_lines(tmp_path)
             wait_for(lambda n=lines: _report_lines(tmp_path) > n, 180, f"a report after the {victim}'s recovery")
             if victim == "worker":  # restored in place from a checkpoint: the log saw a restore (and no offset)
@@ -342,7 +377,11 @@ def _kill_and_recover(tmp_path: Path, name: str, kills: list[tuple[str, str]], i
                 "the report of the last window with data",
             )
         except AssertionError as exc:  # say whether an open transaction holds the readers back
-            hanging = _hanging_transactions([cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]])
+            hanging = (
+                _hanging_transactions([cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]], broker)
+                if broker is not None
+                else []
+            )
             raise AssertionError(f"{exc}; hanging transactions: {hanging or 'none'}") from None
     finally:
         sender.stop()
@@ -351,9 +390,9 @@ def _kill_and_recover(tmp_path: Path, name: str, kills: list[tuple[str, str]], i
     for run, resumable in resumed:  # each restarted run resumed from the newest checkpoint at its kill
         err = _stderr(tmp_path, run)
         assert resumable >= 1 and "resuming from" in err and f"/chk-{resumable}," in err, err[-2000:]
-    if any(victim == "broker" for victim, _ in kills):  # every transaction was ended: readers are not stuck
+    if broker is not None:  # every transaction was ended: readers are not stuck
         topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
-        assert not _hanging_transactions(topics)
+        assert not _hanging_transactions(topics, broker)
     assert _check_exactly_once(tmp_path, cfg, origin) >= 4  # data in at least four windows
 
 
@@ -370,29 +409,38 @@ def test_kill_a_worker_then_the_job_and_recover_exactly_once(broker, tmp_path: P
     )
 
 
-@pytest.mark.serial  # it kills the shared broker
-def test_kill_the_broker_at_each_moment_and_recover_exactly_once(broker, tmp_path: Path) -> None:
+# its kills are timed against the job's commits (_away_from_commits), which a loaded machine would move;
+# ./dphhh test runs it beside the other serial tests' group only (it kills a broker of its own)
+@pytest.mark.serial
+@pytest.mark.xdist_group("own-broker")
+def test_kill_the_broker_at_each_moment_and_recover_exactly_once(tmp_path: Path) -> None:
     """SIGKILL the broker mid-window, then just after a release, then during a checkpoint (4 s slow
     checkpoints make that moment last), each once the job has recovered from the previous kill:
     every element once, every report once, no transaction left open (see _kill_and_recover)."""
-    _kill_and_recover(tmp_path, "kill-broker", [("broker", m) for m in MOMENTS], 1000, 4000)
+    with _own_broker(tmp_path, KILL_BROKER_PORT) as broker:
+        _kill_and_recover(tmp_path, "kill-broker", [("broker", m) for m in MOMENTS], 1000, 4000, broker)
 
 
-@pytest.mark.serial  # it kills the shared broker
-def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path) -> None:
+def test_broker_down_at_start_the_job_waits_and_then_runs(tmp_path: Path) -> None:
     """With the broker away at start, dphhh run retries with backoff and logs it (no crash), and once
-    the broker is back it creates its topics and reports every window exactly once."""
+    the broker is back it creates its topics and reports every window exactly once (a broker of the
+    test's own: it runs beside other tests)."""
+    with _own_broker(tmp_path, DOWN_BROKER_PORT) as broker:
+        _broker_down_at_start(tmp_path, broker)
+
+
+def _broker_down_at_start(tmp_path: Path, broker: LocalBroker) -> None:
     origin = live_origin(SIZE, 3)
-    config = _live_config(tmp_path, "broker-down", origin)
+    config = _live_config(tmp_path, "broker-down", origin, broker.bootstrap)
     config.write_text(config.read_text().replace("[kafka]\n", "[kafka]\nstart_local_broker = false\n"))
     cfg = load_config(config, environ={})
-    _kill_broker()
+    _kill_broker(broker)
     job = _start(config, tmp_path, "1")
     sender = Sender(cfg)
     try:
         wait_for(lambda: "not reachable (attempt 3)" in _stderr(tmp_path, "1"), 60, "three failed attempts")
         assert job.poll() is None
-        LocalBroker(9092).start()
+        broker.start()
         wait_for(lambda: "job submitted" in _stderr(tmp_path, "1"), 120, "the job to start")
         sender.start()
         feeding = time.time() * 1000
@@ -406,7 +454,7 @@ def test_broker_down_at_start_the_job_waits_and_then_runs(broker, tmp_path: Path
         )
     finally:
         sender.stop()
-        LocalBroker(9092).start()
+        broker.start()
         if job.poll() is None:
             _stop(job, tmp_path, "1")
     err = _stderr(tmp_path, "1")
