@@ -283,6 +283,24 @@ class ReportPrinter(threading.Thread):
             print(flush=True)
 
 
+RESUMED_FROM_FILE = "resumed-from.txt"
+
+
+def note_resume(run_dir: Path, checkpoint: Path) -> None:
+    """Append the checkpoint a start resumes from to the run folder's ``resumed-from.txt`` (0600, in
+    a 0700 folder, one line per start): its number is not public (see the caller)."""
+    import os
+
+    from .ledger import private_dir
+
+    private_dir(run_dir)
+    fd = os.open(run_dir / RESUMED_FROM_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {checkpoint}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tuple[int, bytes]]:
     """The demo's sample: (timestamp ms, message value) over six windows.
 
@@ -560,9 +578,12 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
             )
         resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
         if resume is not None:
+            # which checkpoint (chk-N: N follows the uptime and, when checkpoints outlast their interval,
+            # the state's size) goes to the private run folder only (docs/ALGORITHMS.md §0.1)
+            note_resume(run_dir, resume)
             _say(
-                f"dphhh run: resuming from {resume.parent.name}/{resume.name}, the newest checkpoint of this "
-                f"deployment (flink.resume = latest)"
+                "dphhh run: resuming from the newest checkpoint of this deployment (flink.resume = latest; "
+                f"which one: {RESUMED_FROM_FILE} in the run folder)"
             )
         client = submit(cfg, run_dir, resume)
         _say(

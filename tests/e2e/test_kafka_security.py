@@ -34,9 +34,9 @@ DPHHH = str(Path(sys.executable).with_name("dphhh"))
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="dphhh" password="{}";'
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not "module": ./dphhh test's xdist group may interleave other modules' tests
 def secure_broker(tmp_path_factory):
-    """A SASL_SSL broker of its own (not the main one on 9092), stopped at the end of the module."""
+    """A SASL_SSL broker of its own (not the main one on 9092), stopped at the end of the session."""
     broker = LocalBroker(PORT, PORT + 1, var_dir=tmp_path_factory.mktemp("kafka-secure"), security="sasl_ssl")
     broker.start()
     assert broker.started, f"port {PORT} was already taken by another process"

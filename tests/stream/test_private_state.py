@@ -1,6 +1,7 @@
 """Private state and small leaks (docs/ALGORITHMS.md §0.1 f, h, i).
 
-* the ledger, the hash key, sketch dumps and job folders are 0700/0600 whatever the umask;
+* the ledger, the hash key, sketch dumps, job folders and the checkpoint a start resumed from are
+  0700/0600 whatever the umask;
 * ``output.debug_sketch_dir`` (exact sketches) is refused unless the noise is seeded;
 * only dead letters of records holding **no** element move the job's public counters: a valid
   address beside a bad time, a missing unit, bad counters, a bad length or an oversized message
@@ -27,6 +28,7 @@ from stream.decode_batch import decode_batch
 from stream.ledger import ReleaseLedger, job_key_secret, private_dir
 from stream.message_batch import pack_batch
 from stream.operators import write_private
+from stream.runner import RESUMED_FROM_FILE, note_resume
 from stream.schedule import ReleaseSchedule
 
 
@@ -62,6 +64,13 @@ def test_ledger_key_and_dumps_are_private_whatever_the_umask(tmp_path: Path, ope
     existing = tmp_path / "run"
     existing.mkdir(mode=0o755)
     assert _mode(private_dir(existing)) == 0o700  # an existing folder is made private too
+    # which checkpoint a start resumes from (its number follows the uptime and the state's size): one
+    # line per start, appended, in the private run folder only
+    for n in (3, 7):
+        note_resume(tmp_path / "run2", tmp_path / "checkpoints" / f"chk-{n}")
+    noted = (tmp_path / "run2" / RESUMED_FROM_FILE).read_text().splitlines()
+    assert [line.rsplit("/", 1)[1] for line in noted] == ["chk-3", "chk-7"]
+    assert _mode(tmp_path / "run2") == 0o700 and _mode(tmp_path / "run2" / RESUMED_FROM_FILE) == 0o600
 
 
 def test_the_cli_runs_jobs_under_umask_077() -> None:
