@@ -36,6 +36,7 @@ E2E_MODULES = {
     HERE / "connectors" / "test_flow_pipeline.py",  # softflowd, nfacctd and the broker
     HERE / "stream" / "test_metric_filter.py",  # Flink's own reporter filter, in a JVM
     HERE / "stream" / "test_flow_record_parser.py",  # the Java flow parser, compiled and run in a JVM
+    HERE / "deploy" / "test_log_filter.py",  # the job's log4j2 configuration, in a JVM
 }
 
 

@@ -389,13 +389,15 @@ def _kill_and_recover(
             _stop(job, tmp_path, tag)
     # each restarted run resumed from the newest checkpoint at its kill: said on stderr without its
     # number (public), named in the run folder's private file
-    noted = (tmp_path / "run" / "resumed-from.txt").read_text().splitlines()
-    assert len(noted) == len(resumed), noted
+    noted_file = tmp_path / "run" / "resumed-from.txt"
+    noted = noted_file.read_text().splitlines() if resumed else []
+    assert len(noted) == len(resumed) and noted_file.exists() == bool(resumed), noted
     for (run, resumable), line in zip(resumed, noted):
         err = _stderr(tmp_path, run)
         assert "resuming from the newest checkpoint" in err and "chk-" not in err, err[-2000:]
         assert resumable >= 1 and line.endswith(f"/chk-{resumable}"), (line, resumable)
-    assert oct((tmp_path / "run" / "resumed-from.txt").stat().st_mode & 0o777) == "0o600"
+    if resumed:
+        assert oct(noted_file.stat().st_mode & 0o777) == "0o600"
     if broker is not None:  # every transaction was ended: readers are not stuck
         topics = [cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]]
         assert not _hanging_transactions(topics, broker)
