@@ -33,9 +33,9 @@ from tests.e2e.prom import (
     start_prometheus,
 )
 
-# timing and live windows on the wall clock: ./dphhh test runs the serial tests after the others, this
-# group beside the one test that kills a broker of its own (tests/e2e/test_faults.py)
-pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("wall-clock")]
+# timing and live windows on the wall clock: ./dphhh test runs the serial tests after the others, one
+# at a time, beside only the `own_broker` test (tests/e2e/test_faults.py)
+pytestmark = pytest.mark.serial
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

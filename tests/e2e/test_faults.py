@@ -418,9 +418,10 @@ def test_kill_a_worker_then_the_job_and_recover_exactly_once(broker, tmp_path: P
 
 
 # its kills are timed against the job's commits (_away_from_commits), which a loaded machine would move;
-# ./dphhh test runs it beside the other serial tests' group only (it kills a broker of its own)
+# ./dphhh test runs it beside the other serial tests only, which run one at a time (own_broker: it
+# kills a broker of its own, not theirs)
 @pytest.mark.serial
-@pytest.mark.xdist_group("own-broker")
+@pytest.mark.own_broker
 def test_kill_the_broker_at_each_moment_and_recover_exactly_once(tmp_path: Path) -> None:
     """SIGKILL the broker mid-window, then just after a release, then during a checkpoint (4 s slow
     checkpoints make that moment last), each once the job has recovered from the previous kill:

@@ -25,8 +25,8 @@ from stream.config import load_config
 
 # how a refusal is seen follows the load (beside the plain tests, when they took a third of the CPU, a
 # wrong password once showed as a bare disconnect; beside two CPU hogs: 15 of 15 refusals named): so
-# ./dphhh test runs it with the serial tests, in the group beside the broker-kill test only
-pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("wall-clock")]
+# ./dphhh test runs it with the serial tests, one at a time, beside only the `own_broker` test
+pytestmark = pytest.mark.serial
 
 PORT = 19092
 WINDOW = 1000

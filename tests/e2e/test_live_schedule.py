@@ -27,9 +27,9 @@ from tests.e2e.jobs import (
     write_config,
 )
 
-# timing and live windows on the wall clock: ./dphhh test runs the serial tests after the others, this
-# group beside the one test that kills a broker of its own (tests/e2e/test_faults.py)
-pytestmark = [pytest.mark.serial, pytest.mark.xdist_group("wall-clock")]
+# timing and live windows on the wall clock: ./dphhh test runs the serial tests after the others, one
+# at a time, beside only the `own_broker` test (tests/e2e/test_faults.py)
+pytestmark = pytest.mark.serial
 
 CHECKPOINT_MS = 1000
 #: a report is readable at most this long after its scheduled release once the job runs: a clock
