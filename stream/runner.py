@@ -296,6 +296,7 @@ def note_resume(run_dir: Path, checkpoint: Path) -> None:
     private_dir(run_dir)
     fd = os.open(run_dir / RESUMED_FROM_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
+        os.fchmod(fd, 0o600)  # a file left with another mode is made private too
         os.write(fd, f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {checkpoint}\n".encode())
     finally:
         os.close(fd)

@@ -12,6 +12,7 @@ any skipped test fails the run (:func:`pytest_sessionfinish`); an expected failu
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,18 @@ E2E_MODULES = {
     HERE / "stream" / "test_flow_record_parser.py",  # the Java flow parser, compiled and run in a JVM
     HERE / "deploy" / "test_log_filter.py",  # the job's log4j2 configuration, in a JVM
 }
+
+
+def _interrupt_on_term(signum, frame):  # noqa: ARG001 (a signal handler's signature)
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # ./dphhh test stops a background pytest (the plain tests, the own_broker lane) with TERM on
+    # Ctrl-C: handled as Ctrl-C, so fixtures and finally blocks still stop what a test started (a
+    # broker of its own, a job); xdist's workers are stopped by their controller
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        signal.signal(signal.SIGTERM, _interrupt_on_term)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

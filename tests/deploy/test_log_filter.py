@@ -55,6 +55,12 @@ LINES = [
         False,
     ),
     (
+        "org.apache.kafka.clients.consumer.KafkaConsumer",
+        "warn",
+        "Committed Offset=12 for partition t-0; position offset: 4096",
+        False,
+    ),
+    (
         "org.apache.flink.kafka.shaded.org.apache.kafka.clients.NetworkClient",
         "warn",
         "[Consumer clientId=j-0, groupId=j] Connection to node 1 (/127.0.0.1:9092) could not be established.",
