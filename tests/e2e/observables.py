@@ -12,13 +12,16 @@ noisy report values. This module turns each surface into something two runs can 
   values masked (two series that differ in any other label stay two series);
 * **logs** — :func:`masked_log_lines` masks times, durations, ids, ports and run-specific names and
   nothing else (a count stays visible, glued to letters or not); :func:`log_differences` compares
-  two runs' log records — WARN and ERROR of every logger, INFO of the connectors, the Kafka clients
-  and the job's own code — as multisets (a line repeated once more is a difference),
-  leaving out only lines whose presence or number follows timing, each listed with its reason in
-  :data:`TIMING_LINES`; :func:`read_logs` refuses an empty glob (empty vs empty would pass).
+  two runs' log records — every level of every logger, Flink's runtime and Beam's runners included,
+  from start-up to the final savepoint — as multisets (a line repeated once more is a difference), and
+  :func:`log_order_differences` as ordered lists, one per logger (per task for the loggers several
+  task threads write at once: :data:`INTERLEAVED_LOGGERS`); both leave out only lines whose presence
+  or number follows timing (:data:`TIMING_LINES`, each with its reason) and the runtime's INFO
+  narration of the cluster's tear-down (:data:`SHUTDOWN_INFO_LOGGERS`); :func:`read_logs` refuses an
+  empty glob (empty vs empty would pass).
 
-The negative controls (a planted count, a repeated warning, a label-only difference, a gauge moving
-mid-run, an empty log folder) are plain tests in ``tests/stream/test_observables_harness.py``.
+The negative controls (a planted count in a runtime or a job line, a repeated warning, two records
+swapped, a label-only difference, a gauge moving mid-run, an empty log folder) are plain tests in ``tests/stream/test_observables_harness.py``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,11 @@ __all__ = [
     "TIMING_LINES",
     "MetricSampler",
     "Watch",
+    "SHUTDOWN_INFO_LOGGERS",
+    "compared_records",
     "log_differences",
+    "log_order_differences",
+    "ordered_logs",
     "log_records",
     "phases",
     "masked_log_lines",
@@ -242,27 +249,30 @@ def log_records(lines: list[str]) -> list[str]:
 
 
 #: the job's steady phase in its log: after the last task reached RUNNING, before the final
-#: stop-with-savepoint is triggered
+#: stop-with-savepoint is triggered (Flink 2.2's JobMaster logs "Triggering stop-with-savepoint")
 STEADY_FROM = "switched from INITIALIZING to RUNNING"
-STEADY_UNTIL = "(type=SavepointType"
+STEADY_UNTIL = ("Triggering stop-with-savepoint", "(type=SavepointType")
 
 
 def phases(records: list[str]) -> tuple[list[str], list[str], list[str]]:
     """(start-up, steady, shutdown) records of one run's log (:data:`STEADY_FROM`, :data:`STEADY_UNTIL`)."""
     heads = [r.split("\n", 1)[0] for r in records]
     start = max((i for i, h in enumerate(heads) if STEADY_FROM in h), default=-1) + 1
-    stop = next((i for i, h in enumerate(heads) if STEADY_UNTIL in h and i >= start), len(records))
+    stop = next((i for i, h in enumerate(heads) if i >= start and any(u in h for u in STEADY_UNTIL)), len(records))
     return records[:start], records[start:stop], records[stop:]
 
 
-#: loggers whose INFO records are compared (over the steady phase): the connectors (Flink's Kafka
-#: source logs offsets at INFO), the Kafka clients, and the job's own code. The INFO records of every
-#: other logger — Flink's runtime and Beam's runners on both sides narrating task, slot, checkpoint
-#: and bundle-processor bookkeeping at a pace set by the scheduling of two jobs on one machine (seen:
-#: checkpoints declined by closing tasks, extra state channels, bundle descriptors) — are compared
-#: at WARN and ERROR only, as in the start-up and shutdown phases; the counts Flink's runtime logs at
-#: INFO (checkpoint sizes, restored offsets) are checked by the leak scans of ``tests/e2e/jobs.py``.
-INFO_LOGGERS = (
+#: loggers whose INFO records are compared in the shutdown phase too: the connectors (Flink's Kafka
+#: source logs offsets at INFO), the Kafka clients and the job's own code. The INFO records of Flink's
+#: runtime and Beam's runners there narrate the MiniCluster's tear-down after the final savepoint —
+#: the dispatcher, job master, resource manager and task executor stopping concurrently — and which
+#: of them says what follows which stops first (seen in five pairs of runs on a loaded machine, each
+#: once in one run only: "Disconnect TaskExecutor … because:" with either side's reason, "Close
+#: ResourceManager connection", "Disconnect job manager", "Clearing resource requirements of job",
+#: "Resource manager service is not running", "JobManager for job … lost leadership", "Hanged up for
+#: unknown endpoint", "Shutting down TaskExecutorFileMergingManager"). They are compared at WARN and
+#: ERROR only; a count in any of them is found by the leak scans of ``tests/e2e/jobs.py``.
+SHUTDOWN_INFO_LOGGERS = (
     " org.apache.flink.connector.",
     " org.apache.kafka.",
     "/stream/",
@@ -273,36 +283,114 @@ INFO_LOGGERS = (
 )
 
 
-def _is_compared_info(record: str) -> bool:
-    head = record.split("\n", 1)[0]
-    return " INFO " in head and any(p in head for p in INFO_LOGGERS)
+#: Loggers that several threads write at once, each with its reason. Their records are compared in
+#: order **per task** (a record naming a task belongs to that task's list); records naming no task are
+#: compared as a multiset only (:func:`log_differences`). Every other logger's records are compared
+#: as one ordered list.
+INTERLEAVED_LOGGERS: dict[str, str] = {
+    "org.apache.flink.runtime.taskmanager.Task": "each task's thread narrates its own lifecycle",
+    "org.apache.flink.runtime.executiongraph.ExecutionGraph": "the job master records every task's transitions as they arrive",
+    "org.apache.flink.runtime.taskexecutor.TaskExecutor": "the task executor's RPC endpoint, called by every task",
+    "org.apache.flink.runtime.taskexecutor.slot.TaskSlotTableImpl": "as above",
+    "org.apache.flink.runtime.taskexecutor.DefaultJobLeaderService": "as above",
+    "org.apache.flink.runtime.jobmaster.JobMaster": "the job master's RPC endpoint, called by every task and the resource manager",
+    "org.apache.flink.streaming.runtime.tasks.StreamTask": "each task's thread sets up its own operators",
+    "org.apache.flink.streaming.api.operators.AbstractStreamOperator": "as above",
+    "org.apache.flink.streaming.api.runners.python.beam.BeamPythonFunctionRunner": "as above",
+    "org.apache.flink.python.env.AbstractPythonEnvironmentManager": "as above",
+    "org.apache.flink.runtime.state.StateBackendLoader": "as above",
+    "org.apache.flink.runtime.state.heap.HeapKeyedStateBackend": "as above",
+    "org.apache.flink.runtime.state.heap.HeapKeyedStateBackendBuilder": "as above",
+    "org.apache.flink.runtime.state.changelog.StateChangelogStorageLoader": "as above",
+    "org.apache.flink.runtime.state.TaskExecutorLocalStateStoresManager": "as above",
+    "org.apache.beam.runners.fnexecution.control.FnApiControlClientPoolService": "one client per Python operator",
+    "org.apache.beam.runners.fnexecution.control.DefaultJobBundleFactory": "as above",
+    "org.apache.beam.runners.fnexecution.logging.GrpcLoggingService": "as above",
+    "org.apache.beam.sdk.fn.data.BeamFnDataGrpcMultiplexer": "as above",
+    # the Python workers: one per Python operator, each writing the same modules' loggers
+    "apache_beam/runners/worker/sdk_worker.py": "one Python worker per Python operator",
+    "apache_beam/runners/worker/sdk_worker_main.py": "as above",
+    "apache_beam/runners/worker/data_plane.py": "as above",
+    "apache_beam/runners/worker/statecache.py": "as above",
+    "apache_beam/options/pipeline_options.py": "as above",
+}
+
+_HEAD = re.compile(r"^<time> +(TRACE|DEBUG|INFO|WARN|ERROR|FATAL) +(\S+)")
+#: a task as Flink names it in a record: "sketch (1/1)#0 (<id>) switched from ..." (the name may hold
+#: parentheses: "Source: kafka-source -> ... -> (Map -> ..., _stream_key_by_map_operator)")
+_TASK = re.compile(r" - (.+?) \(\d+/\d+\)#\d+ \(<id>\) switched from ")
 
 
-def _is_warning(record: str) -> bool:
+def _logger(record: str) -> str:
+    """The record's logger (a Python worker's source file without its line number)."""
+    m = _HEAD.match(record)
+    return re.sub(r":\d+$", "", m.group(2)) if m else ""
+
+
+def _compared(record: str, phase: str, timing: dict[str, str]) -> bool:
     head = record.split("\n", 1)[0]
-    return " WARN " in head or " ERROR " in head
+    if any(t in head for t in timing):
+        return False
+    if phase != "shutdown" or " WARN " in head or " ERROR " in head:
+        return True
+    return " INFO " in head and any(p in head for p in SHUTDOWN_INFO_LOGGERS)
+
+
+def compared_records(lines: list[str], timing: dict[str, str] = TIMING_LINES) -> list[tuple[str, str]]:
+    """(phase, record) of every record of one run's masked log that is compared, in log order: every
+    level of every logger in the start-up and steady phases (:func:`phases`); in the shutdown phase
+    WARN and ERROR of every logger and INFO of :data:`SHUTDOWN_INFO_LOGGERS`; never the lines of
+    ``timing``."""
+    startup, steady, shutdown = phases(log_records(lines))
+    named = [("startup", startup), ("steady", steady), ("shutdown", shutdown)]
+    return [(phase, r) for phase, records in named for r in records if _compared(r, phase, timing)]
 
 
 def log_differences(x: list[str], y: list[str], timing: dict[str, str] = TIMING_LINES) -> tuple[Counter, Counter]:
     """(records more often in x, records more often in y) of two runs' masked log lines, as
-    multisets of log records (:func:`log_records`; a record repeated once more is a difference),
-    leaving out the records whose first line holds an entry of ``timing``.
-
-    Every level is compared over the job's steady phase (:func:`phases`: from the moment every task
-    runs to the final stop) — WARN and ERROR of every logger, INFO of :data:`INFO_LOGGERS` (DEBUG is
-    not logged). Its start-up and shutdown phases are compared at WARN and ERROR only:
-    at INFO they narrate the MiniCluster's own lifecycle — registrations, checkpoints declined while
-    tasks start or close, the order in which its services disconnect — whose lines follow the two
-    jobs' scheduling on a shared machine, not their input."""
-
-    def kept(lines: list[str]) -> Counter:
-        startup, steady, shutdown = phases(log_records(lines))
-        records = [r for r in startup + shutdown if _is_warning(r)]
-        records += [r for r in steady if _is_warning(r) or _is_compared_info(r)]
-        return Counter(r for r in records if not any(t in r.split("\n", 1)[0] for t in timing))
-
-    cx, cy = kept(x), kept(y)
+    multisets of log records (:func:`log_records`; a record repeated once more is a difference) of
+    every level and every logger — Flink's runtime and Beam's runners included — over the whole
+    log (a record that moves from the start-up into the steady phase is the same record), as
+    :func:`compared_records` selects them. DEBUG is not logged."""
+    cx = Counter(record for _, record in compared_records(x, timing))
+    cy = Counter(record for _, record in compared_records(y, timing))
     return cx - cy, cy - cx
+
+
+def ordered_logs(lines: list[str], timing: dict[str, str] = TIMING_LINES) -> dict[tuple[str, str], list[str]]:
+    """One run's compared records of its start-up and steady phases as ordered lists: one per
+    logger, and for the :data:`INTERLEAVED_LOGGERS` one per (logger, task) — records naming no task
+    are left to :func:`log_differences`' multiset, as is the shutdown phase: after the final
+    savepoint, the dispatcher, job master, resource manager and task executor stop concurrently and
+    tell each other so in either order (measured: the resource manager's "Shut down cluster" before or
+    after its "Disconnect job manager" under load)."""
+    records = [(phase, r) for phase, r in compared_records(lines, timing) if phase != "shutdown"]
+    tasks = sorted({m.group(1) for _, r in records if (m := _TASK.search(r.split("\n", 1)[0]))}, key=len, reverse=True)
+    lists: dict[tuple[str, str], list[str]] = {}
+    for _, record in records:
+        logger = _logger(record)
+        subject = ""
+        if any(logger.endswith(shared) for shared in INTERLEAVED_LOGGERS):
+            subject = next((t for t in tasks if t in record.split("\n", 1)[0]), None)
+            if subject is None:
+                continue
+        lists.setdefault((logger, subject), []).append(record)
+    return lists
+
+
+def log_order_differences(
+    x: list[str], y: list[str], timing: dict[str, str] = TIMING_LINES
+) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    """{(logger, task): (x's record, y's record) at the first place their ordered lists differ} of two
+    runs (:func:`ordered_logs`); empty when every list is equal, record by record."""
+    ox, oy = ordered_logs(x, timing), ordered_logs(y, timing)
+    out = {}
+    for key in sorted(set(ox) | set(oy)):
+        a, b = ox.get(key, []), oy.get(key, [])
+        if a != b:
+            i = next((i for i, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))
+            out[key] = (a[i] if i < len(a) else None, b[i] if i < len(b) else None)
+    return out
 
 
 def read_logs(folder: Path, pattern: str = "*") -> str:

@@ -31,8 +31,11 @@ the metric names against the test's own list (``tests/e2e/expected_metrics.py``)
 with all its labels — at the end, and at fixed instants mid-run (gauges and `dphhh run`'s endpoint;
 the Python operators' counters lag their bundles and are compared at the end) — the dead-letter
 topic as a multiset apart from the added element's own dead letters, `dphhh run`'s output in
-order, and the job's log records as multisets (WARN and ERROR of every logger, INFO of the
-connectors, Kafka clients and the job's own code; times, ids and ports masked, never counts), and
+order, and the job's log records of every level and every logger — Flink's runtime and Beam's
+runners included, start-up to exit — as multisets and as ordered lists, one per logger (per task
+for loggers several task threads write at once); times, ids and ports masked, never counts; left out
+only the lines whose number follows the run's clock or the race of the cluster's shutdown, each
+listed with its reason in ``observables``), and
 every folder and file the run left (ledger, run folder, logs, checkpoint folders) with its mode —
 all 0700/0600 — and, where its content is public, its size (``observables.file_listing``). The
 non-private sketch dumps then show that the added element is the only difference in the data the
@@ -70,6 +73,7 @@ from tests.e2e.observables import (
     Watch,
     file_listing,
     log_differences,
+    log_order_differences,
     masked_log_lines,
     metric_series,
     metric_total,
@@ -392,6 +396,8 @@ def assert_same_observables(x: Observed, y: Observed, own_dead_letters: Counter 
     assert x.log_lines == y.log_lines, "\n".join(sorted(set(x.log_lines) ^ set(y.log_lines)))
     only_x, only_y = log_differences(x.flink_lines, y.flink_lines)
     assert not only_x and not only_y, f"only in X: {dict(only_x)}\nonly in X + e: {dict(only_y)}"
+    out_of_order = log_order_differences(x.flink_lines, y.flink_lines)  # each logger's (task's) records in order
+    assert not out_of_order, out_of_order
     # the same folders and files, with the same modes (and sizes where public), in both runs
     assert x.files == y.files, (sorted((x.files - y.files).elements()), sorted((y.files - x.files).elements()))
     assert any(size is not None for _, _, size in x.files)  # the public sizes are compared (schedule-start)

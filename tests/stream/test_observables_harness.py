@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.observables import (
     file_listing,
     log_differences,
+    log_order_differences,
     log_records,
     masked_log_lines,
     metric_series,
@@ -64,13 +65,80 @@ def test_a_warning_repeated_once_more_is_a_difference() -> None:
     assert not only_x and sum(only_y.values()) == 1
 
 
-def test_a_shutdown_warning_is_compared_but_shutdown_info_is_lifecycle() -> None:
-    info = LOG.replace("because: shutting down", "because: shutting down (late)")
-    assert log_differences(_lines(LOG), _lines(info)) == ({}, {})
-    warn = LOG + "2026-12-04 00:10:05,006 WARN  dphhh.publish [] - 3 reports left unsent\n"
-    assert log_differences(_lines(LOG), _lines(warn))[1]
+def test_shutdown_is_compared_at_warn_and_for_the_jobs_loggers_but_runtime_info_is_teardown() -> None:
     start, steady, stop = phases(log_records(_lines(LOG)))
     assert len(start) == 1 and len(steady) == 2 and len(stop) == 2
+    warn = LOG + "2026-12-04 00:10:05,006 WARN  dphhh.publish [] - 3 reports left unsent\n"
+    assert log_differences(_lines(LOG), _lines(warn))[1]
+    job = LOG + "2026-12-04 00:10:05,006 INFO  dphhh.publish [] - closing\n"
+    assert log_differences(_lines(LOG), _lines(job))[1]
+    teardown = (
+        LOG
+        + "2026-12-04 00:10:05,006 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Close ResourceManager connection 0373eadefa7fa107110fcf74cfe80e39\n"
+    )
+    assert log_differences(_lines(LOG), _lines(teardown)) == ({}, {})
+    early = LOG.replace(
+        "2026-12-04 00:10:02,003 WARN",
+        teardown.splitlines()[-1].replace("00:10:05,006", "00:10:01,500") + "\n2026-12-04 00:10:02,003 WARN",
+    )
+    assert log_differences(_lines(LOG), _lines(early))[1]  # the same runtime line before the shutdown is compared
+
+
+def test_the_steady_phase_ends_at_flink_2_2s_stop_with_savepoint() -> None:
+    log = LOG.replace(
+        "Triggering checkpoint 7 (type=SavepointType{name='Suspend Savepoint'}) @ 1796341404619 for job 0373eadefa7fa107110fcf74cfe80e39.",
+        "Triggering stop-with-savepoint for job 0373eadefa7fa107110fcf74cfe80e39.",
+    )
+    start, steady, stop = phases(log_records(_lines(log)))
+    assert len(steady) == 2 and stop[0].endswith("Triggering stop-with-savepoint for job <id>.")
+
+
+#: two tasks' lifecycles, interleaved by their threads, and two records of the job's own code
+TASKS = """2026-12-04 00:10:00,001 INFO  org.apache.flink.runtime.taskmanager.Task [] - sketch (1/1)#0 (0373eadefa7fa107110fcf74cfe80e39_0_0) switched from DEPLOYING to INITIALIZING.
+2026-12-04 00:10:00,002 INFO  org.apache.flink.runtime.taskmanager.Task [] - Source: kafka-source -> (Map -> sink, _key) (1/1)#0 (98dfbb85490d8204c0cb1092874b2908_0_0) switched from DEPLOYING to INITIALIZING.
+2026-12-04 00:10:00,003 INFO  org.apache.flink.runtime.taskmanager.Task [] - sketch (1/1)#0 (0373eadefa7fa107110fcf74cfe80e39_0_0) switched from INITIALIZING to RUNNING.
+2026-12-04 00:10:00,004 INFO  org.apache.flink.runtime.taskmanager.Task [] - Source: kafka-source -> (Map -> sink, _key) (1/1)#0 (98dfbb85490d8204c0cb1092874b2908_0_0) switched from INITIALIZING to RUNNING.
+2026-12-04 00:10:01,000 INFO  dphhh.release [] - released window 1
+2026-12-04 00:10:02,000 INFO  dphhh.release [] - released window 2
+"""
+
+
+def _swap(text: str, i: int, j: int) -> str:
+    lines = text.splitlines(keepends=True)
+    lines[i], lines[j] = lines[j], lines[i]
+    return "".join(lines)
+
+
+def test_shutdown_records_are_compared_as_a_multiset_only() -> None:
+    one = "2026-12-04 00:10:06,000 INFO  dphhh.publish [] - one\n"
+    two = "2026-12-04 00:10:07,000 INFO  dphhh.publish [] - two\n"
+    a, b = LOG + one + two, LOG + two + one
+    assert log_differences(_lines(a), _lines(a + one))[1]  # one more shutdown record: a difference
+    assert log_differences(_lines(a), _lines(b)) == ({}, {}) and log_order_differences(_lines(a), _lines(b)) == {}
+
+
+def test_two_records_of_one_logger_swapped_are_an_order_difference() -> None:
+    assert log_order_differences(_lines(TASKS), _lines(TASKS)) == {}
+    swapped = _swap(TASKS, 4, 5)  # the job's own records in another order: the same multiset
+    assert log_differences(_lines(TASKS), _lines(swapped)) == ({}, {})
+    assert list(log_order_differences(_lines(TASKS), _lines(swapped))) == [("dphhh.release", "")]
+
+
+def test_two_tasks_interleaved_otherwise_are_equal_but_one_tasks_records_swapped_are_not() -> None:
+    other_threads = _swap(TASKS, 1, 2)  # sketch's second record before the source's first: scheduling
+    assert log_order_differences(_lines(TASKS), _lines(other_threads)) == {}
+    one_task = _swap(_swap(TASKS, 0, 1), 0, 3)  # the source's records in another order
+    keys = list(log_order_differences(_lines(TASKS), _lines(one_task)))
+    assert keys == [("org.apache.flink.runtime.taskmanager.Task", "Source: kafka-source -> (Map -> sink, _key)")]
+
+
+def test_a_planted_count_in_a_runtime_info_line_is_a_difference() -> None:
+    line = "2026-12-04 00:10:00,500 INFO  org.apache.flink.runtime.taskmanager.Task [] - sketch (1/1)#0 (0373eadefa7fa107110fcf74cfe80e39_0_0) restored 12347 bytes\n"
+    y = TASKS.replace("2026-12-04 00:10:01,000", line + "2026-12-04 00:10:01,000")
+    assert log_differences(_lines(TASKS), _lines(y))[1]
+    z = TASKS.replace("2026-12-04 00:10:01,000", line.replace("12347", "12348") + "2026-12-04 00:10:01,000")
+    only_y, only_z = log_differences(_lines(y), _lines(z))
+    assert sum(only_y.values()) == sum(only_z.values()) == 1
 
 
 def test_a_stack_trace_belongs_to_its_record() -> None:
@@ -103,18 +171,19 @@ def test_an_empty_log_folder_is_refused(tmp_path: Path) -> None:
     assert read_logs(tmp_path, "*.log") == "x\n"
 
 
-def test_runtime_lifecycle_info_is_not_compared_but_a_connector_info_line_is() -> None:
-    lifecycle = LOG.replace(
-        "2026-12-04 00:10:02,003 WARN",
-        "2026-12-04 00:10:01,500 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - Decline\n"
-        "2026-12-04 00:10:02,003 WARN",
+def test_runtime_info_is_compared_but_a_listed_timing_line_is_not() -> None:
+    def plant(record: str) -> str:
+        return LOG.replace(
+            "2026-12-04 00:10:02,003 WARN", f"2026-12-04 00:10:01,500 {record}\n2026-12-04 00:10:02,003 WARN"
+        )
+
+    timing = plant(
+        "INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - Triggering checkpoint 8 for job 0373eadefa7fa107110fcf74cfe80e39"
     )
-    assert log_differences(_lines(LOG), _lines(lifecycle)) == ({}, {})
-    connector = LOG.replace(
-        "2026-12-04 00:10:02,003 WARN",
-        "2026-12-04 00:10:01,500 INFO  org.apache.flink.connector.kafka.source.KafkaSource [] - offset=12347\n"
-        "2026-12-04 00:10:02,003 WARN",
-    )
+    assert log_differences(_lines(LOG), _lines(timing)) == ({}, {})
+    runtime = plant("INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - Decline")
+    assert log_differences(_lines(LOG), _lines(runtime))[1]
+    connector = plant("INFO  org.apache.flink.connector.kafka.source.KafkaSource [] - offset=12347")
     assert log_differences(_lines(LOG), _lines(connector))[1]
 
 
