@@ -222,6 +222,9 @@ TIMING_LINES: dict[str, str] = {
     "Decline checkpoint <n> by task": "a periodic checkpoint reaching a task that is starting or closing",
     "failed due to org.apache.flink.runtime.checkpoint.CheckpointException": "as above",
     "It is blocking the event loop": "kafka-python's own watchdog of its event loop's scheduling",
+    "Still waiting for startup of environment": (
+        "Beam's note each poll interval a Python worker has not yet started: start-up time under load"
+    ),
 }
 
 
