@@ -3,8 +3,8 @@
 What it measures
 ----------------
 For every dataset and threshold τ, the Misra-Gries sketches are built **once** (they are
-deterministic), the exact HHH set is computed once with :func:`sketches.exact.exact_hhh`, and then
-:func:`privacy.window.release_window` is called ``--runs`` times (default 50) per setting with seeds
+deterministic), the exact HHH set is computed once with :func:`dphhh.sketches.exact.exact_hhh`, and then
+:func:`dphhh.privacy.window.release_window` is called ``--runs`` times (default 50) per setting with seeds
 0 .. runs−1. Settings: ε ∈ {0.5, 1, 2, 4} × variant {fresh, reuse} × mode {conservative, point}.
 The same seed is used for every setting of a run, so modes (which only differ in post-processing)
 see identical noise. Other parameters: δ (default 1e-6), β (default 0.05), κ (default 1024), P = 1,
@@ -12,7 +12,7 @@ IPv4 levels /8, /16, /24, /32.
 
 Datasets
     * the four bundled captures (``data/pcaps``), source IPv4
-      addresses read with the project's :mod:`connectors.pcap` reader;
+      addresses read with the project's :mod:`dphhh.connectors.pcap` reader;
     * ``geoip-zipf``: a synthetic stream (default 10^6 addresses) over the real allocated IPv4
       ranges of Debian's ``tor-geoipdb`` (``/usr/share/tor/geoip``); see :func:`geoip_zipf_stream`.
 
@@ -53,7 +53,7 @@ Metrics per setting (averages are means over runs)
 Two-dimensional HHH (docs/ALGORITHMS.md §11; ``--pairs``, default on, ``--no-pairs`` leaves it out)
     The same protocol over (source, destination) pairs with the byte × byte lattice
     ``ipv4:8,16,24,32 x ipv4:8,16,24,32`` (H = 24 sketched nodes, so the release is calibrated with
-    h := 24): sketches built once, the exact 2-D HHH (:func:`sketches.exact2d.exact_hhh_2d`, overlap
+    h := 24): sketches built once, the exact 2-D HHH (:func:`dphhh.sketches.exact2d.exact_hhh_2d`, overlap
     semantics) once, then ``--runs`` releases (seeds 0 .. runs−1) per setting, ε ∈ {1, 2, 4}
     (``--pair-epsilons``) × variant, δ = ``--delta``, κ = ``--pair-counters`` (default ``--counters``,
     1024), P = 1, tight calibration; a pair hierarchy's release always extracts in **point mode** by
@@ -75,7 +75,7 @@ Two-dimensional HHH (docs/ALGORITHMS.md §11; ``--pairs``, default on, ``--no-pa
         addresses, exponent ``--pair-background-s`` per octet, so some background /8s are HHHs at
         the (1, 0) and (0, 1) nodes and more sit below τ); see :func:`planted_pair_stream`. The
         10^6-element stream at ε = 2 is issue 13's acceptance test (F1 >= 0.9, printed as met or not).
-      * each bundled capture's (source, destination) pairs (:func:`connectors.pcap.iter_capture_pairs`);
+      * each bundled capture's (source, destination) pairs (:func:`dphhh.connectors.pcap.iter_capture_pairs`);
         every capture has one destination (the anonymised victim 10.10.10.10), so its HHHs are
         ``source prefix → 10.10.10.10/32`` pairs (each source prefix's mass sits, identically, at the
         four destination levels; the finest is the HHH). With n of 4·10^3 – 4·10^4, τ = 2 % of n
@@ -109,15 +109,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from privacy.params import HHHParams, PrivacyBudget  # noqa: E402
-from privacy.unit import PrivacyUnit  # noqa: E402
-from privacy.window import release_window  # noqa: E402
-from sketches.exact import exact_hhh  # noqa: E402
-from sketches.exact2d import exact_hhh_2d  # noqa: E402
-from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
-from sketches.level_sketches import LevelSketches  # noqa: E402
-from sketches.pairs import ARROW, PairHierarchy, parse_pair_hierarchy  # noqa: E402
-from stream.paths import data_dir  # noqa: E402
+from dphhh.privacy.params import HHHParams, PrivacyBudget  # noqa: E402
+from dphhh.privacy.unit import PrivacyUnit  # noqa: E402
+from dphhh.privacy.window import release_window  # noqa: E402
+from dphhh.sketches.exact import exact_hhh  # noqa: E402
+from dphhh.sketches.exact2d import exact_hhh_2d  # noqa: E402
+from dphhh.sketches.hierarchy import IPv4Hierarchy  # noqa: E402
+from dphhh.sketches.level_sketches import LevelSketches  # noqa: E402
+from dphhh.sketches.pairs import ARROW, PairHierarchy, parse_pair_hierarchy  # noqa: E402
+from dphhh.stream.paths import data_dir  # noqa: E402
 
 PCAP_DIR = data_dir() / "pcaps"
 CAPTURES = (
@@ -157,8 +157,8 @@ def log(msg: str) -> None:
 
 def load_capture(path: Path) -> np.ndarray:
     """Source IPv4 addresses (uint32, capture order) of a pcap/pcapng file, via the project reader."""
-    from connectors.pcap import iter_capture_sources
-    from connectors.skips import SkipCounter
+    from dphhh.connectors.pcap import iter_capture_sources
+    from dphhh.connectors.skips import SkipCounter
 
     skips = SkipCounter()
     chunks = list(iter_capture_sources(path, skips))
@@ -418,8 +418,8 @@ def run_setting(
 
 def load_capture_pairs(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(sources, destinations) (uint32, capture order) of a pcap/pcapng file, via the project reader."""
-    from connectors.pcap import iter_capture_pairs
-    from connectors.skips import SkipCounter
+    from dphhh.connectors.pcap import iter_capture_pairs
+    from dphhh.connectors.skips import SkipCounter
 
     skips = SkipCounter()
     chunks = list(iter_capture_pairs(path, skips))

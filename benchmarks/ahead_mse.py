@@ -12,9 +12,9 @@ HIO MSE / AHEAD MSE and Uni MSE / AHEAD MSE (> 1 means AHEAD is better). Any set
 does not beat both baselines is listed with its numbers at the end.
 
 Mechanisms
-    * AHEAD: :func:`privacy.offline.ahead.ahead_1d` (B = 2) / :func:`ahead_2d` (2×2 splits,
+    * AHEAD: :func:`dphhh.privacy.offline.ahead.ahead_1d` (B = 2) / :func:`ahead_2d` (2×2 splits,
       B = 4), oracle ``auto`` (GRR iff |E_i| − 2 < 3e^ε, else OUE), θ = √((B+1)·Var).
-    * HIO: :func:`privacy.offline.range_baselines.hio`, complete tree, OUE on every level, no
+    * HIO: :func:`dphhh.privacy.offline.range_baselines.hio`, complete tree, OUE on every level, no
       consistency step; fan-out 4 in 1-D (the value HIO's authors favour), 2×2 = 4 in 2-D.
     * Uni: the uniform guess.
     Both private mechanisms use ``sampling="aggregate"`` (server-side counts drawn with the
@@ -59,8 +59,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privacy.offline.ahead import AheadParams, ahead_1d, ahead_2d  # noqa: E402
-from privacy.offline.range_baselines import HioParams, hio, uniform_guess  # noqa: E402
+from dphhh.privacy.offline.ahead import AheadParams, ahead_1d, ahead_2d  # noqa: E402
+from dphhh.privacy.offline.range_baselines import HioParams, hio, uniform_guess  # noqa: E402
 
 EPSILONS = (0.5, 1.0, 1.5)
 QUERIES = 200

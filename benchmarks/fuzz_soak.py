@@ -16,12 +16,12 @@ What it does (one run, on this machine, against the local broker)
   ``--bad-share`` bad ones of many kinds. The live job windows them by arrival (the broker's
   log-append time), so ``--window-ms`` windows are released by the wall clock during the run; the
   per-window tallies are made again from the input log's timestamps. ``packed-ipv4`` (default):
-  good = 100-1000 skewed addresses (:func:`connectors.synthetic.synthetic_addresses`: planted heavy
+  good = 100-1000 skewed addresses (:func:`dphhh.connectors.synthetic.synthetic_addresses`: planted heavy
   prefixes over a uniform background); bad = empty, long odd-length, truncated batches (odd length),
   random bytes of a length that is not a multiple of 4. ``--format json``: good = ``{"ip": ...}``
   with one address; bad = empty, oversized, invalid UTF-8, not JSON, JSON without the field, a
   non-string field, IPv6 on the IPv4 topic, out-of-range quads. Every bad message's expected reason
-  comes from :class:`connectors.decode.MessageDecoder` configured like the job (the oracle), and the
+  comes from :class:`dphhh.connectors.decode.MessageDecoder` configured like the job (the oracle), and the
   producer keeps exact tallies: good messages and elements per window, bad messages per reason.
 * A sampler records every ``--sample-s`` seconds the resident set size (``VmRSS`` from /proc) of
   the job's whole process tree: the ``dphhh`` client, Flink's JVM and the Python worker processes.
@@ -87,12 +87,12 @@ from benchmarks.stream_throughput import (  # noqa: E402
     tasks_running_at,
     toml_text,
 )
-from connectors.decode import MessageDecoder  # noqa: E402
-from connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4, read_to_end  # noqa: E402
-from connectors.synthetic import synthetic_addresses  # noqa: E402
-from sketches.misra_gries import MisraGries  # noqa: E402
-from stream.assembler import sketch_of_id  # noqa: E402
-from stream.config import load_config  # noqa: E402
+from dphhh.connectors.decode import MessageDecoder  # noqa: E402
+from dphhh.connectors.kafka_io import PackedProducer, iter_committed_values, pack_ipv4, read_to_end  # noqa: E402
+from dphhh.connectors.synthetic import synthetic_addresses  # noqa: E402
+from dphhh.sketches.misra_gries import MisraGries  # noqa: E402
+from dphhh.stream.assembler import sketch_of_id  # noqa: E402
+from dphhh.stream.config import load_config  # noqa: E402
 
 MAX_MESSAGE_BYTES = 8192  # the job's input.max_message_bytes: good messages stay far below it
 POOL_ADDRESSES = 1 << 21  # the skewed address pool good packed messages are cut from
@@ -520,7 +520,7 @@ class SoakJob(Job):
 def tally_by_arrival(options: dict, topic: str, decoder: MessageDecoder, window_ms: int, tally: Tally) -> None:
     """Count the good messages and elements per window again by their arrival (the broker's log-append
     time, read back from the input topic: the live job's windows), the job's clock records left out."""
-    from stream.clock import is_tick
+    from dphhh.stream.clock import is_tick
 
     tally.good_messages, tally.good_elements = Counter(), Counter()
     first = last = None

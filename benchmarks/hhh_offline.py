@@ -21,7 +21,7 @@ Metrics per mechanism (means over runs unless said otherwise)
     * sel dev: the largest |noisy statistic p is selected on − F_{X,S}(p)| over the nodes at stake
       (F >= τ/2), max over runs — the realised width of the band where selection errors happen;
     * worst = max(sel dev, count err max): the realised counterpart of the planner's predicted
-      worst error (:mod:`privacy.offline.hhh_planner`); "measured better" is the mechanism with the
+      worst error (:mod:`dphhh.privacy.offline.hhh_planner`); "measured better" is the mechanism with the
       smaller worst ("equal" if both are equal, e.g. no node at stake).
     Ratios are Algorithm 1 / baseline from the same run. The planner (given the public n) is
     printed beside the measured better one; the last column says whether they agree. The
@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privacy.offline.hhh_algorithm1 import Algorithm1Scales, LevelOutcome, algorithm1_levels
-from privacy.offline.hhh_baseline import BaselineScales, baseline_levels
-from privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy, exact_selection
-from privacy.offline.hhh_planner import plan_offline_hhh
-from privacy.randomness import SeededRandomSource
-from sketches.hierarchy import parse_hierarchy
+from dphhh.privacy.offline.hhh_algorithm1 import Algorithm1Scales, LevelOutcome, algorithm1_levels
+from dphhh.privacy.offline.hhh_baseline import BaselineScales, baseline_levels
+from dphhh.privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy, exact_selection
+from dphhh.privacy.offline.hhh_planner import plan_offline_hhh
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.sketches.hierarchy import parse_hierarchy
 
 DELTA, BETA = 1e-6, 0.05
 HIERARCHIES = ["ipv4:8,16,24,32", "ipv4:" + ",".join(str(i) for i in range(1, 33))]

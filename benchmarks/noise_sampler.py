@@ -9,7 +9,7 @@ per-scale tables; the cold first call is printed separately):
 
 * **window**: the noise one release window draws at the defaults, h·P = 4 sketch releases of
   γ and γ' (one draw each) and w, w' (κ = 1024 draws each) at b = 2h/ε_release = 2·4/0.9, plus
-  one window-size draw at b = 1/0.1 — 17 calls, as :func:`privacy.release.release_arrays`
+  one window-size draw at b = 1/0.1 — 17 calls, as :func:`dphhh.privacy.release.release_arrays`
   makes them. Timed with the seeded source (tests) and with the secure source (production).
 * **bulk**: one call of 2·10^6 draws at b = 9 and b = 36 (the size of the statistical audits'
   calls in tests/audit/) and at b = 10^6 (group scales).
@@ -38,8 +38,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from privacy import noise
-from privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
+from dphhh.privacy import noise
+from dphhh.privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
 
 Sampler = Callable[[float, int, RandomSource], np.ndarray]
 

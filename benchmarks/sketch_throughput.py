@@ -7,7 +7,7 @@ is pushed through sketches for all four byte levels of the IPv4 hierarchy (/8, /
 counters per level (default 1024). For each implementation the timed path is the whole update
 path: generalising each address to each level (masking) plus inserting the four keys.
 
-(a) ``project``: :class:`sketches.level_sketches.LevelSketches` with P = 1 (one compiled
+(a) ``project``: :class:`dphhh.sketches.level_sketches.LevelSketches` with P = 1 (one compiled
     Misra-Gries sketch per level), fed in batches of ``--batch`` addresses (default 65536, the pcap
     connector's chunk size). The numba kernel is loaded/compiled before timing.
 (b) ``python-dict``: a plain-Python Misra-Gries per level, a ``dict`` key -> count, with exactly
@@ -23,7 +23,7 @@ path: generalising each address to each level (masking) plus inserting the four 
 
 (d) ``weighted``: the same addresses as **flow records** with seeded integer weights (packets per
     flow: ``min(zipf(--weight-zipf), W)``, W = ``--weight-cap``, default 64, clipped with
-    :func:`sketches.misra_gries.clip_weights`) through ``LevelSketches.update(values, weights)``,
+    :func:`dphhh.sketches.misra_gries.clip_weights`) through ``LevelSketches.update(values, weights)``,
     printed as records/s and weight units/s; beside it the same records expanded into
     their weight-many unit inserts through the unit path (``np.repeat``, not timed), timed on a
     prefix (``--expanded-records``), whose final state must equal the weighted one (checked and
@@ -56,10 +56,10 @@ import numpy as np
 # Make the project importable when run as a script from anywhere.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sketches.hierarchy import IPv4Hierarchy  # noqa: E402
-from sketches.level_sketches import LevelSketches  # noqa: E402
-from sketches.misra_gries import clip_weights  # noqa: E402
-from sketches.pairs import PairHierarchy  # noqa: E402
+from dphhh.sketches.hierarchy import IPv4Hierarchy  # noqa: E402
+from dphhh.sketches.level_sketches import LevelSketches  # noqa: E402
+from dphhh.sketches.misra_gries import clip_weights  # noqa: E402
+from dphhh.sketches.pairs import PairHierarchy  # noqa: E402
 
 TARGET_RATIO_DICT = 10.0
 

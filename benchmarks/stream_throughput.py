@@ -23,8 +23,8 @@ of its input. The latency job is live: its windows are released by the broker's 
    touches each value (``len()``). Best of ``--consume-repeat`` passes. Messages/s, and
    addresses/s for packed messages.
 2. ``e2e packed``: N addresses (default 10^7; ``--quick`` 2·10^5) of
-   :func:`connectors.synthetic.synthetic_addresses`, in packed messages of ``--batch`` addresses
-   (default 1000; big-endian uint32, :func:`connectors.kafka_io.pack_ipv4`), spread evenly over
+   :func:`dphhh.connectors.synthetic.synthetic_addresses`, in packed messages of ``--batch`` addresses
+   (default 1000; big-endian uint32, :func:`dphhh.connectors.kafka_io.pack_ipv4`), spread evenly over
    consecutive 10-s windows of about ``--window-addresses`` addresses each (default 10^6), all
    published before the job starts; the job replays them. Timed from the subprocess start; a reader
    thread (read_committed) notes when each window's report becomes readable in the reports topic.
@@ -107,11 +107,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connectors.kafka_io import PackedProducer, client_kwargs, create_topics, pack_ipv4, wait_for_broker  # noqa: E402
-from connectors.synthetic import synthetic_addresses  # noqa: E402
-from stream.broker import LocalBroker  # noqa: E402
-from stream.config import DEFAULTS, load_config  # noqa: E402
-from stream.runner import LIVE_INPUT_TOPIC  # noqa: E402
+from dphhh.connectors.kafka_io import PackedProducer, client_kwargs, create_topics, pack_ipv4, wait_for_broker  # noqa: E402
+from dphhh.connectors.synthetic import synthetic_addresses  # noqa: E402
+from dphhh.stream.broker import LocalBroker  # noqa: E402
+from dphhh.stream.config import DEFAULTS, load_config  # noqa: E402
+from dphhh.stream.runner import LIVE_INPUT_TOPIC  # noqa: E402
 
 WINDOW_MS = 10_000
 BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time, window-aligned
@@ -131,7 +131,7 @@ def dphhh_command() -> list[str]:
     for exe in (ROOT / ".venv" / "bin" / "dphhh", Path(sys.executable).with_name("dphhh")):
         if exe.exists():
             return [str(exe)]
-    return [sys.executable, "-m", "stream.cli"]
+    return [sys.executable, "-m", "dphhh.stream.cli"]
 
 
 def free_port() -> int:
@@ -779,7 +779,7 @@ class Bench:
             pace = None
             ticker = None
             if clock:
-                from stream.clock import ClockTicker
+                from dphhh.stream.clock import ClockTicker
 
                 ticker = ClockTicker(self.kafka.options, topics["input_topic"], 100)
                 ticker.start()

@@ -6,27 +6,27 @@ Readers and decoders never raise on a bad record: they skip it and count the ski
 
 Modules:
 
-* :mod:`connectors.files` — input files of the batch command: :func:`open_input` checks a file
+* :mod:`dphhh.connectors.files` — input files of the batch command: :func:`open_input` checks a file
   and its format once and returns an :class:`InputFile` whose iterators stream the records
   (:func:`detect_format` tells a capture from text by its magic number);
-* :mod:`connectors.pcap` — source IPv4 addresses from classic pcap and pcapng captures, pure
+* :mod:`dphhh.connectors.pcap` — source IPv4 addresses from classic pcap and pcapng captures, pure
   Python + numpy (:func:`iter_capture_sources`, :func:`read_capture_sources`, …);
-* :mod:`connectors.spool` — standard input (``--input -``) and gzip files as ordinary input files
+* :mod:`dphhh.connectors.spool` — standard input (``--input -``) and gzip files as ordinary input files
   (:func:`spooled_input`);
-* :mod:`connectors.text` — text input, one record per line (:func:`iter_text_lines`), and the
+* :mod:`dphhh.connectors.text` — text input, one record per line (:func:`iter_text_lines`), and the
   vectorised parsers :func:`parse_ipv4`, :func:`parse_ipv6`, :func:`parse_paths`;
-* :mod:`connectors.flow_json` — flow records as collectors publish them (pmacct, goflow2),
+* :mod:`dphhh.connectors.flow_json` — flow records as collectors publish them (pmacct, goflow2),
   decoded in batches (:class:`FlowJsonDecoder`, :func:`iter_flow_file`);
-* :mod:`connectors.decode` — decoders of Kafka message values, the stream job's input formats
+* :mod:`dphhh.connectors.decode` — decoders of Kafka message values, the stream job's input formats
   (:class:`MessageDecoder`);
-* :mod:`connectors.snapshot` — snapshot inputs of the offline modules, read whole into arrays
+* :mod:`dphhh.connectors.snapshot` — snapshot inputs of the offline modules, read whole into arrays
   (:func:`read_snapshot`: text, pcap/pcapng, csv, JSON lines);
-* :mod:`connectors.skips` — counting skipped records by reason, and which counts may be shown;
-* :mod:`connectors.report_sink` — the JSON-lines report file, one line per window, written once;
-* :mod:`connectors.synthetic` — seeded synthetic address streams with planted heavy prefixes;
-* :mod:`connectors.kafka_io` — Kafka helpers on kafka-python (topic admin, a packed-batch
+* :mod:`dphhh.connectors.skips` — counting skipped records by reason, and which counts may be shown;
+* :mod:`dphhh.connectors.report_sink` — the JSON-lines report file, one line per window, written once;
+* :mod:`dphhh.connectors.synthetic` — seeded synthetic address streams with planted heavy prefixes;
+* :mod:`dphhh.connectors.kafka_io` — Kafka helpers on kafka-python (topic admin, a packed-batch
   producer, report readers). **Not** re-exported: it imports the Kafka client, so
-  ``import connectors`` stays free of it; import ``connectors.kafka_io`` explicitly.
+  ``import dphhh.connectors`` stays free of it; import ``dphhh.connectors.kafka_io`` explicitly.
 """
 
 from .decode import FORMATS, Decoded, DecodedBatch, MessageDecoder

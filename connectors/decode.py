@@ -12,19 +12,19 @@ content into the reason. Formats:
 * ``json``: a JSON object with the address (dotted quad) in a configurable field; optionally an
   event-time field (epoch milliseconds) and a privacy-unit field (any string or integer), whose
   value becomes a 128-bit unit key keyed with the deployment's secret
-  (:func:`privacy.unit_cap.unit_keys_of`; ``MessageDecoder(unit_secret=...)``);
+  (:func:`dphhh.privacy.unit_cap.unit_keys_of`; ``MessageDecoder(unit_secret=...)``);
 * ``path``: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``;
 * ``flow-json`` (with ``flow_key = "pair"``: both addresses, the source as the first address
   and the destination as the value, as ``packed-ipv4-pairs`` carries them — pair hierarchies):
   one flow record per message as a collector publishes it (pmacct's
-  nfacctd/sfacctd kafka plugin or goflow2, :mod:`connectors.flow_json`): the IPv4 source or
+  nfacctd/sfacctd kafka plugin or goflow2, :mod:`dphhh.connectors.flow_json`): the IPv4 source or
   destination address, the record's own time, and — weighted by ``packets`` or ``bytes`` — its
   weight (``DecodedBatch.weights``; the caller clips it to the public cap). A record of the other
   family is ``wrong_family``; bad counters ``bad_counter`` / ``counter_too_large``. With
   ``source_units`` (user level per source host, ``privacy.unit_key = "source-ipv4"``) each
   record's IPv4 source address is also its privacy-unit key (``units``), whichever address the
   hierarchy is over: with ``flow_key = "dst"`` a record is decoded as a (source, destination)
-  pair (:func:`~connectors.flow_json.decode_pairs`), so one whose source is missing or not IPv4
+  pair (:func:`~dphhh.connectors.flow_json.decode_pairs`), so one whose source is missing or not IPv4
   gets the pair decoder's reason.
 
 Reasons (every one a property of the message alone): ``empty``, ``oversized`` (one-element formats
@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from privacy.unit_cap import UNIT_KEY_DTYPE, UnitKeyHasher
-from sketches.errors import UsageError
-from sketches.keyed import KeySecret
+from dphhh.privacy.unit_cap import UNIT_KEY_DTYPE, UnitKeyHasher
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.keyed import KeySecret
 
 from .flow_json import REASONS as FLOW_REASONS
 from .flow_json import FlowJsonDecoder, decode_pairs
@@ -91,7 +91,7 @@ _BE_U32 = np.dtype(">u4")
 class Decoded:
     """A decoded message: ``values`` (uint32 array or list of paths) or a ``reason``; ``event_time``
     (epoch ms) when the message carried its own time (JSON), else ``None``; ``units`` (one per
-    value: uint64 IPv4 unit addresses, or 128-bit keys of :data:`~privacy.unit_cap.UNIT_KEY_DTYPE`
+    value: uint64 IPv4 unit addresses, or 128-bit keys of :data:`~dphhh.privacy.unit_cap.UNIT_KEY_DTYPE`
     for a JSON unit field) when the decoder reads privacy-unit keys, else ``None``."""
 
     values: Any = None
@@ -110,7 +110,7 @@ class DecodedBatch:
     of message ``i`` (0 when bad) follow each other in ``values`` (uint32 array or list of paths),
     in message order; ``event_times[i]`` is the message's own time or -1 (JSON with a time field);
     ``units`` (aligned with ``values``: uint64 unit addresses, or 128-bit keys of
-    :data:`~privacy.unit_cap.UNIT_KEY_DTYPE` for a JSON unit field) when the decoder reads
+    :data:`~dphhh.privacy.unit_cap.UNIT_KEY_DTYPE` for a JSON unit field) when the decoder reads
     privacy-unit keys;
     ``weights`` (int64, aligned with ``values``, not yet clipped) for weighted flow records;
     ``ok`` (bool per message: ``reasons[i] is None``) when the decoder has it at hand."""
@@ -132,8 +132,8 @@ class MessageDecoder:
     carries its unit addresses anyway. Addresses are their own unit keys (exact).
 
     ``unit_field`` (``json``): the field's value is hashed to a 128-bit unit key under
-    ``unit_secret``, the deployment's secret (:func:`privacy.unit_cap.unit_keys_of`; the stream
-    job's decode operator passes :func:`stream.ledger.job_key_secret`). A decoder built without
+    ``unit_secret``, the deployment's secret (:func:`dphhh.privacy.unit_cap.unit_keys_of`; the stream
+    job's decode operator passes :func:`dphhh.stream.ledger.job_key_secret`). A decoder built without
     one — tests, fuzzing, tools that publish nothing — hashes under the fixed public fallback key:
     its keys are as wide (aiming a value at a given key still takes a 128-bit second preimage) but
     a public function of the value, which no deployment relies on."""
@@ -286,7 +286,7 @@ class MessageDecoder:
         return DecodedBatch(list(batch.reasons), counts, keys, times, units, weights)
 
     def _flow_pairs(self, values: list[bytes | None]) -> DecodedBatch:
-        """Flow records as (src, dst) pairs (:func:`~connectors.flow_json.decode_pairs`): the source
+        """Flow records as (src, dst) pairs (:func:`~dphhh.connectors.flow_json.decode_pairs`): the source
         as the first address (``units``: the pair's first side, or the privacy unit of a destination
         hierarchy), the destination as the value."""
         assert self.flow is not None and self.flow_dst is not None

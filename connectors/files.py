@@ -8,7 +8,7 @@ iterators stream the records:
 * ``iter_ipv4`` — source IPv4 addresses of a capture, or the strict dotted quads of a text file,
   as uint32 chunks;
 * ``iter_lines`` — the raw records of a text file (for IPv6 or path hierarchies, parsed with
-  :func:`connectors.text.parse_ipv6` / :func:`connectors.text.parse_paths`).
+  :func:`dphhh.connectors.text.parse_ipv6` / :func:`dphhh.connectors.text.parse_paths`).
 
 Every problem with the file or the format is a :class:`ValueError` whose message starts with
 ``"input: "`` and names the file, never its contents.
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors import pcap, text
-from connectors.skips import SkipCounter
-from sketches.errors import UsageError
+from dphhh.connectors import pcap, text
+from dphhh.connectors.skips import SkipCounter
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["INPUT_FORMATS", "InputFile", "detect_format", "open_input"]
 
@@ -81,8 +81,8 @@ class InputFile:
     def iter_ipv4(self, skips: SkipCounter, chunk_size: int = 65536) -> Iterator[np.ndarray]:
         """IPv4 addresses as uint32 chunks: packet sources of a capture, dotted quads of a text file.
 
-        Skipped packets/lines are counted into ``skips`` (reasons as in :mod:`connectors.pcap` and
-        :mod:`connectors.text`). Empty chunks are never yielded.
+        Skipped packets/lines are counted into ``skips`` (reasons as in :mod:`dphhh.connectors.pcap` and
+        :mod:`dphhh.connectors.text`). Empty chunks are never yielded.
         """
         if self.is_capture:
             yield from pcap.iter_capture_sources(self.path, skips, chunk_size)
@@ -93,7 +93,7 @@ class InputFile:
                 yield values
 
     def iter_lines(self, skips: SkipCounter, chunk_size: int = 65536) -> Iterator[list[str]]:
-        """The records of a text file as lists of stripped, non-comment lines (:mod:`connectors.text`).
+        """The records of a text file as lists of stripped, non-comment lines (:mod:`dphhh.connectors.text`).
 
         A capture has no text records: ``ValueError("input: ...")``.
         """

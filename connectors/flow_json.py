@@ -43,12 +43,12 @@ line of a JSON-lines file). Two schemas (``input.flow_schema``):
 Options: ``key`` = ``src`` | ``dst`` (``input.flow_key``: which address the hierarchy is over);
 ``weight`` = ``packets`` | ``bytes`` | ``records`` (``input.flow_weight``; ``records`` weighs
 each flow record 1); ``family`` = ``ipv4`` | ``ipv6`` | ``both`` (a record of the other family
-is rejected as ``wrong_family``, an *excluded* reason, see :mod:`connectors.skips`).
+is rejected as ``wrong_family``, an *excluded* reason, see :mod:`dphhh.connectors.skips`).
 
 Output (:class:`FlowBatch`): one reason per input record (``None`` = decoded), and per family the
 decoded records' input positions, keys (IPv4: ``uint32`` host integers as in
-:mod:`connectors.decode`; IPv6: ``(hi, lo)`` ``uint64`` halves as in
-:class:`sketches.hierarchy.IPv6Hierarchy`), weights (``int64``) and event times (``int64``
+:mod:`dphhh.connectors.decode`; IPv6: ``(hi, lo)`` ``uint64`` halves as in
+:class:`dphhh.sketches.hierarchy.IPv6Hierarchy`), weights (``int64``) and event times (``int64``
 epoch milliseconds; ``-1`` when the record holds no time: the caller then uses the Kafka
 record's timestamp, as for the ``json`` format).
 
@@ -96,7 +96,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .skips import SkipCounter, is_unparsable
 from .text import iter_text_lines, parse_ipv4_each
@@ -217,7 +217,7 @@ class FlowBatch:
 
     @property
     def counts(self) -> np.ndarray:
-        """int64 per input record: 1 if decoded, else 0 (as :class:`connectors.decode.DecodedBatch`)."""
+        """int64 per input record: 1 if decoded, else 0 (as :class:`dphhh.connectors.decode.DecodedBatch`)."""
         return self.ok.astype(np.int64)
 
     def dead_letters(self) -> list[tuple[int, str]]:
@@ -821,7 +821,7 @@ def iter_flow_file(
 ) -> Iterator[FlowBatch]:
     """Decode a JSON-lines file of flow records in chunks of up to ``chunk_size`` lines.
 
-    Lines are read as by :func:`connectors.text.iter_text_lines` (blank and ``#`` lines skipped;
+    Lines are read as by :func:`dphhh.connectors.text.iter_text_lines` (blank and ``#`` lines skipped;
     ``invalid_utf8`` counted there). A refused record is counted under its reason only when it
     holds no element (:meth:`FlowJsonDecoder.holds_element`, as the stream's dead-letter counters
     do, docs/ALGORITHMS.md §0.1 f); one that may — an IP address with bad counters, time or size,

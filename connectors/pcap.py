@@ -18,7 +18,7 @@ Link types
     IPv4 (228), Linux cooked capture SLL (113) and SLL2 (276), BSD loopback/null (0, address
     family 2 in either byte order).
 
-Skipped packets are counted in a :class:`~connectors.skips.SkipCounter`, never stored:
+Skipped packets are counted in a :class:`~dphhh.connectors.skips.SkipCounter`, never stored:
 
     ``not_ipv4``              other ethertype / protocol / address family, IP version != 4
     ``truncated``             captured bytes end before the link header or the 20-byte IPv4 header
@@ -41,8 +41,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from connectors.skips import SkipCounter
-from sketches.errors import UsageError
+from dphhh.connectors.skips import SkipCounter
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "PCAP_MAGICS",

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sketches.errors import OperationalError
+from dphhh.sketches.errors import OperationalError
 
 __all__ = ["JsonLinesReportFile", "ReportSinkError", "ReportsTopic", "ReportsTopicError"]
 

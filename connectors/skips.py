@@ -29,10 +29,10 @@ them on **stderr only**, on one line labelled "operational, not private"
 * ``corrupt_file_tail`` — the unreadable rest of a damaged capture file;
 * ``empty``, ``oversized``, ``bad_length``, ``missing_field``, ``bad_time``, ``missing_unit`` —
   stream messages without a decodable element, a required field, a readable time or a
-  privacy-unit key (:mod:`connectors.decode`);
+  privacy-unit key (:mod:`dphhh.connectors.decode`);
 * ``bad_address``, ``bad_counter``, ``counter_too_large`` — a flow-JSON record whose key field is
   no IP address, or whose ``packets`` / ``bytes`` are not non-negative integers (or ``bytes <
-  packets``) or exceed the decoder's sanity bound (:mod:`connectors.flow_json`, which also uses
+  packets``) or exceed the decoder's sanity bound (:mod:`dphhh.connectors.flow_json`, which also uses
   ``empty``, ``oversized``, ``invalid_utf8``, ``bad_json``, ``missing_field``, ``bad_time`` and,
   excluded, ``wrong_family``).
 
@@ -47,7 +47,7 @@ printed** (not in reports, snapshot output, stderr, nor exceptions):
 * ``truncated_header`` — an IPv4 packet cut inside its 20-byte header but after the address(es) it
   is read for: left out (its header is not whole), but it may be somebody's element;
 * ``wrong_family`` — a valid IPv6 address in an IPv4 run, or a valid dotted quad in an IPv6 run
-  (also a flow record of the other family, :mod:`connectors.flow_json`);
+  (also a flow record of the other family, :mod:`dphhh.connectors.flow_json`);
 * ``zero_weight`` — a valid flow record of 0 packets or bytes in a run weighted by them;
 * ``bad_path_depth`` / ``bad_path_too_deep`` — a well-formed path with another number of
   components than the hierarchy's;
@@ -62,7 +62,7 @@ A reason in neither list is treated as excluded (fail closed: an unknown count i
 
 from __future__ import annotations
 
-from sketches.errors import InputError, UsageError
+from dphhh.sketches.errors import InputError, UsageError
 
 __all__ = ["SkipCounter", "UNPARSABLE", "EXCLUDED", "is_unparsable", "NoReadableInput", "no_readable_message"]
 

@@ -2,7 +2,7 @@
 
 Formats (``input_format``):
 
-* ``text``: one record per line (``#`` comments and blank lines ignored, :mod:`connectors.text`);
+* ``text``: one record per line (``#`` comments and blank lines ignored, :mod:`dphhh.connectors.text`);
 * ``pcap`` / ``pcapng``: the IPv4 source address of every packet (kind ``ipv4`` only);
 * ``csv``: comma-separated with a header row; ``columns`` names the column(s) to read;
 * ``jsonl``: one JSON object per line; ``columns`` names the field(s) to read;
@@ -20,8 +20,8 @@ Kinds of value (``kind``):
   the command's out-of-domain rule applies to it like to any other value outside the domain;
 * ``path``: ``/``-paths of exactly ``path_depth`` components → list of normalised strings.
 
-Skipped rows are counted by reason in a :class:`~connectors.skips.SkipCounter` (never their
-content), classified as in :mod:`connectors.skips`: *unparsable* rows (``bad_ipv4``, ``bad_int``,
+Skipped rows are counted by reason in a :class:`~dphhh.connectors.skips.SkipCounter` (never their
+content), classified as in :mod:`dphhh.connectors.skips`: *unparsable* rows (``bad_ipv4``, ``bad_int``,
 ``missing_column``, ``bad_json``, ``bad_csv_row``, ``bad_path_empty_component``, those of the
 text and capture readers) and *excluded* valid records of another kind (``wrong_family``: an IPv6
 address where IPv4 is read, ``bad_path_depth`` / ``bad_path_too_deep``, ``not_ipv4`` packets),
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from . import text
 from .files import detect_format, open_input
@@ -213,7 +213,7 @@ def _is_ipv6(line: str) -> bool:
 
 
 def parse_ipv4_records(lines: list[str], skips: SkipCounter) -> np.ndarray:
-    """Dotted quads → uint32 array (input order), with the grammar of :func:`connectors.text.parse_ipv4`.
+    """Dotted quads → uint32 array (input order), with the grammar of :func:`dphhh.connectors.text.parse_ipv4`.
 
     A rejected line that is a valid IPv6 address is counted as ``wrong_family`` (a valid record of
     another family: excluded, never shown); any other rejected line as ``bad_ipv4`` (unparsable).
@@ -262,7 +262,7 @@ def parse_ipv4_pair_records(lines: list[str], skips: SkipCounter) -> tuple[np.nd
 
 
 def parse_ipv6_records(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.ndarray]:
-    """IPv6 addresses → (hi, lo) uint64 arrays (input order), as :func:`connectors.text.parse_ipv6`.
+    """IPv6 addresses → (hi, lo) uint64 arrays (input order), as :func:`dphhh.connectors.text.parse_ipv6`.
 
     A line that is a valid dotted quad is counted as ``wrong_family`` (excluded, never shown); any
     other rejected line as ``bad_ipv6`` (unparsable).

@@ -1,11 +1,11 @@
 """Standard input and gzip-compressed files as ordinary input files (``--input -``, ``FILE.gz``).
 
-The readers of :mod:`connectors.files` and :mod:`connectors.snapshot` need a regular file (they
+The readers of :mod:`dphhh.connectors.files` and :mod:`dphhh.connectors.snapshot` need a regular file (they
 detect the format from its first bytes and read captures in one pass). :func:`spooled_input`
 copies standard input, or decompresses a gzip file, into a private temporary folder (mode 0700,
 removed when the context ends) and yields that file's path; any other path is yielded unchanged.
 The copy keeps the inner suffix (``flows.csv.gz`` → ``….csv``) so that format detection by
-extension still works. Errors are :class:`~sketches.errors.UsageError` naming the input, never
+extension still works. Errors are :class:`~dphhh.sketches.errors.UsageError` naming the input, never
 its contents.
 """
 
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["STDIN", "GZIP_MAGIC", "spooled_input", "is_gzip"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["synthetic_addresses", "HEAVY_PREFIXES"]
 

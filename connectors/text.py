@@ -9,7 +9,7 @@ Reading (:func:`iter_text_lines`)
     without being held in memory.
 
 Parsing — each parser takes a list of lines, returns the valid records in input order, and counts
-every rejected line in the :class:`~connectors.skips.SkipCounter` (never storing its content):
+every rejected line in the :class:`~dphhh.connectors.skips.SkipCounter` (never storing its content):
 
 * :func:`parse_ipv4` — strict dotted quads ``a.b.c.d`` -> uint32 host integers. Each octet is 1-3
   ASCII decimal digits with value 0..255 and **no leading zero** (``01.2.3.4`` is rejected: some
@@ -31,8 +31,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from connectors.skips import SkipCounter
-from sketches.errors import UsageError
+from dphhh.connectors.skips import SkipCounter
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "MAX_LINE_BYTES",

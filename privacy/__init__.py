@@ -9,33 +9,33 @@ experiments only, and reports made that way say they are **not** private.
 
 Modules:
 
-* :mod:`privacy.params` — validated, immutable parameters (:class:`HHHParams`,
+* :mod:`dphhh.privacy.params` — validated, immutable parameters (:class:`HHHParams`,
   :class:`PrivacyBudget`);
-* :mod:`privacy.randomness` — the one source of randomness (:class:`SecureRandomSource`,
+* :mod:`dphhh.privacy.randomness` — the one source of randomness (:class:`SecureRandomSource`,
   :class:`SeededRandomSource`, :func:`as_source`);
-* :mod:`privacy.noise` — the noise samplers (discrete Laplace, discrete Gaussian, …) on a
+* :mod:`dphhh.privacy.noise` — the noise samplers (discrete Laplace, discrete Gaussian, …) on a
   :class:`RandomSource`;
-* :mod:`privacy.tails` — exact tails of discrete Laplace noise (thresholds and error bounds);
-* :mod:`privacy.release` — private release of one Misra-Gries sketch (:func:`release_level`,
+* :mod:`dphhh.privacy.tails` — exact tails of discrete Laplace noise (thresholds and error bounds);
+* :mod:`dphhh.privacy.release` — private release of one Misra-Gries sketch (:func:`release_level`,
   :class:`ReleaseScales`);
-* :mod:`privacy.calibration` — every number a window's release uses and its report states
+* :mod:`dphhh.privacy.calibration` — every number a window's release uses and its report states
   (:class:`WindowCalibration`);
-* :mod:`privacy.stream_size` — private sub-stream sizes and the root estimate (docs/ALGORITHMS.md §5);
-* :mod:`privacy.hhh` — HHH extraction from released values (:func:`extract_hhh`, Algorithm 4) and the
+* :mod:`dphhh.privacy.stream_size` — private sub-stream sizes and the root estimate (docs/ALGORITHMS.md §5);
+* :mod:`dphhh.privacy.hhh` — HHH extraction from released values (:func:`extract_hhh`, Algorithm 4) and the
   verdicts (:func:`with_verdicts`);
-* :mod:`privacy.hhh2d` — two-dimensional extraction over a pair hierarchy (:func:`extract_hhh_2d`: point
+* :mod:`dphhh.privacy.hhh2d` — two-dimensional extraction over a pair hierarchy (:func:`extract_hhh_2d`: point
   mode by inclusion–exclusion);
-* :mod:`privacy.window` — one window's release, split as the stream job splits it
+* :mod:`dphhh.privacy.window` — one window's release, split as the stream job splits it
   (:func:`release_sketch`, :func:`assemble_report`, :func:`release_window`);
-* :mod:`privacy.budget` — the per-window budget statement (the report's ``budget``);
-* :mod:`privacy.report` — the one builder of the ``dphhh.report/1`` schema;
-* :mod:`privacy.unit` — the privacy unit (event or user level, group-privacy calibration);
-* :mod:`privacy.unit_cap` — the per-window contribution cap of user-level privacy;
-* :mod:`privacy.budget_guard` — a total privacy budget per period for user-level privacy;
-* :mod:`privacy.checks` — warnings about valid parameters that weaken a guarantee;
-* :mod:`privacy.plan` — what a setting can detect, from public inputs only (``dphhh plan``);
-* :mod:`privacy.offline` — the snapshot (non-streaming) mechanisms: offline DP-HHH, InfTDA,
-  local-DP AHEAD, LUE-DPTree (a subpackage, not imported by ``import privacy``).
+* :mod:`dphhh.privacy.budget` — the per-window budget statement (the report's ``budget``);
+* :mod:`dphhh.privacy.report` — the one builder of the ``dphhh.report/1`` schema;
+* :mod:`dphhh.privacy.unit` — the privacy unit (event or user level, group-privacy calibration);
+* :mod:`dphhh.privacy.unit_cap` — the per-window contribution cap of user-level privacy;
+* :mod:`dphhh.privacy.budget_guard` — a total privacy budget per period for user-level privacy;
+* :mod:`dphhh.privacy.checks` — warnings about valid parameters that weaken a guarantee;
+* :mod:`dphhh.privacy.plan` — what a setting can detect, from public inputs only (``dphhh plan``);
+* :mod:`dphhh.privacy.offline` — the snapshot (non-streaming) mechanisms: offline DP-HHH, InfTDA,
+  local-DP AHEAD, LUE-DPTree (a subpackage, not imported by ``import dphhh.privacy``).
 """
 
 from .budget import budget_statement

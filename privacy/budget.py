@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .calibration import WindowCalibration
 from .params import HHHParams, PrivacyBudget
@@ -31,7 +31,7 @@ def budget_statement(
 ) -> dict[str, Any]:
     """The budget statement of one window released with ``params`` over ``h`` sketched levels.
 
-    With a user-level ``unit`` (:class:`~privacy.unit.PrivacyUnit`), ``params`` are its group-privacy
+    With a user-level ``unit`` (:class:`~dphhh.privacy.unit.PrivacyUnit`), ``params`` are its group-privacy
     calibration of ``budget``: the entry states ``budget`` at the unit's level and keeps the
     event-level (ε', δ') beside it. ``spending`` is the budget guard's account after this window.
     """

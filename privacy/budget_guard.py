@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .params import PrivacyBudget
 

@@ -1,8 +1,8 @@
 """Everything a window's release is calibrated with, from public parameters only (docs/calibration.md).
 
-:class:`WindowCalibration` is the one place that turns :class:`~privacy.params.HHHParams` and the
+:class:`WindowCalibration` is the one place that turns :class:`~dphhh.privacy.params.HHHParams` and the
 number of sketched levels ``h`` into the numbers the release uses and the report states: the
-noise scales and threshold of every sketch release (:class:`~privacy.release.ReleaseScales`), the
+noise scales and threshold of every sketch release (:class:`~dphhh.privacy.release.ReleaseScales`), the
 noise bound ``B``, α2, the sub-stream size release (its scale, how many sizes are released and
 the slack of the upper bounds), and, given a size bound, α1 and a released prefix's interval.
 The stream job, the batch command, the report builder and ``dphhh plan`` all use it, so the plan
@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .params import HHHParams
 from .release import ReleaseScales

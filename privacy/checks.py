@@ -1,7 +1,7 @@
 """Warnings about parameters that are valid but weaken what a release means.
 
 Invalid parameters (ε ≤ 0, δ ∉ (0, 1), κ < 1, h < 1, an unknown variant …) are refused where the
-values are built (:class:`~privacy.params.HHHParams`, :class:`~privacy.release.ReleaseScales`,
+values are built (:class:`~dphhh.privacy.params.HHHParams`, :class:`~dphhh.privacy.release.ReleaseScales`,
 the stream configuration). The two cases here are legal but deserve a warning at start:
 
 * δ not far below 1/n: an (ε, δ)-DP mechanism may expose about δ·n elements in full, so δ must

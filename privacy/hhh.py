@@ -2,7 +2,7 @@
 
 Pure post-processing of the noisy values released per (level, partition) sketch, so the result
 has the releases' privacy guarantee. Inputs: the released ``{key: noisy value}`` of every sketch,
-the root estimate ñ, and the window's :class:`~privacy.calibration.WindowCalibration` (α2, the
+the root estimate ñ, and the window's :class:`~dphhh.privacy.calibration.WindowCalibration` (α2, the
 noise bound B and, per sketch, α1 = α2 + n̂/(κ+1) with n̂ its private sub-stream size upper bound).
 
 Each reported prefix carries the interval ``[max(0, C̃ − B), C̃ + B + n̂/(κ+1)]`` of its true
@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
 
 from .calibration import WindowCalibration
 from .params import MODES
@@ -54,7 +54,7 @@ class SketchRelease:
     partition: int
     values: Mapping[int, int]
     #: the noisy sub-stream size and its upper bound; ``None`` on levels > 1 when P = 1 (one size
-    #: release per window, carried by level 1: :func:`privacy.window.release_sketch`)
+    #: release per window, carried by level 1: :func:`dphhh.privacy.window.release_sketch`)
     n_noisy: int | None
     n_upper: int | None
     #: prefix labels of the released keys, for hierarchies whose keys are hashes (paths)
@@ -145,7 +145,7 @@ def extract_hhh(
 ) -> list[HHHItem]:
     """Algorithm 4 over the released values; items bottom-up (deepest level first), root last.
 
-    Every release must carry its size bound ``n_upper`` (see :func:`privacy.window.assemble_report`)."""
+    Every release must carry its size bound ``n_upper`` (see :func:`dphhh.privacy.window.assemble_report`)."""
     if mode not in MODES:
         raise UsageError(f"extract_hhh: mode must be one of {', '.join(MODES)}, got {mode!r}")
     h = hierarchy.h

@@ -1,8 +1,8 @@
 """Two-dimensional HHH extraction from released values (docs/ALGORITHMS.md §11).
 
 Post-processing of the noisy values released per (node, partition) sketch of a
-:class:`~sketches.pairs.PairHierarchy` (each element touches H sketches, so the release is
-calibrated with h := H by the caller's :class:`~privacy.calibration.WindowCalibration`): no
+:class:`~dphhh.sketches.pairs.PairHierarchy` (each element touches H sketches, so the release is
+calibrated with h := H by the caller's :class:`~dphhh.privacy.calibration.WindowCalibration`): no
 privacy cost.
 
 **Point mode by inclusion–exclusion.** Nodes are visited by decreasing ℓ1 + ℓ2 (nodes of equal sum
@@ -13,7 +13,7 @@ overlap semantics e's residual counts the elements under e and under no pair of 
     residual(e) = C̃(e) − Σ_{∅ ≠ T ⊆ D} (−1)^{|T|+1} C̃(glb(T)),
 
 where glb(T) is the pair whose elements are exactly those under every pair of T
-(:meth:`~sketches.pairs.PairHierarchy.meet`), and a glb that was not released (or is empty) counts
+(:meth:`~dphhh.sketches.pairs.PairHierarchy.meet`), and a glb that was not released (or is empty) counts
 0. With more than :data:`FULL_INCLUSION_EXCLUSION` descendants the sum stops after the pairwise
 terms. The residual is clamped to ``[0, C̃(e)]``; e is selected iff it is ≥ τ. The root is last,
 with ñ as its count.
@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from itertools import combinations
 
-from sketches.errors import UsageError
-from sketches.pairs import PairHierarchy
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.pairs import PairHierarchy
 
 from .calibration import WindowCalibration
 from .hhh import HHHItem, SketchRelease

@@ -1,7 +1,7 @@
 """Noise samplers for the privacy mechanisms.
 
-Every sampler takes its randomness from a :class:`~privacy.randomness.RandomSource` (the ``rng``
-argument is normalised by :func:`~privacy.randomness.as_source`: ``None`` means the operating
+Every sampler takes its randomness from a :class:`~dphhh.privacy.randomness.RandomSource` (the ``rng``
+argument is normalised by :func:`~dphhh.privacy.randomness.as_source`: ``None`` means the operating
 system's secure generator, a numpy ``Generator`` or an ``int`` seed a reproducible, **non-private**
 source for tests). Nothing here calls numpy's distribution methods or the :mod:`random` module: the
 only primitives used are ``source.bits(n)`` (uniform 64-bit words) and ``source.randbelow(m)``.
@@ -46,8 +46,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "uniform01",

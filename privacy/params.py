@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "PrivacyBudget",

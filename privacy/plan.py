@@ -3,7 +3,7 @@
 :func:`make_plan` takes what a deployment is configured with — the expected window size n (a
 public guess, never the data's count), ε, δ, β, the hierarchy's h, P, κ, variant, mode,
 calibration, τ and the unit and weight caps — and computes, through the same
-:class:`~privacy.calibration.WindowCalibration` the reports use:
+:class:`~dphhh.privacy.calibration.WindowCalibration` the reports use:
 
 * T*, B, α2 and α1 (at a window of exactly n elements: ``n̂ = n + S``);
 * the smallest τ at which conservative coverage holds (``τ >= 2·α1``);
@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sketches.misra_gries import MAX_KAPPA
-from sketches.sizing import sketch_memory_bytes, sketch_state_bytes
+from dphhh.sketches.misra_gries import MAX_KAPPA
+from dphhh.sketches.sizing import sketch_memory_bytes, sketch_state_bytes
 
 from .calibration import WindowCalibration
 from .params import HHHParams, PrivacyBudget, check_int

@@ -1,13 +1,13 @@
 """The one source of randomness for every privacy mechanism.
 
-Every sampler in :mod:`privacy.noise` draws its randomness through a :class:`RandomSource`.
+Every sampler in :mod:`dphhh.privacy.noise` draws its randomness through a :class:`RandomSource`.
 Production code uses :class:`SecureRandomSource`, which reads the operating system's
 cryptographically secure generator (``os.urandom`` / ``getrandom``). Tests and reproducible
 experiments pass a seeded :class:`numpy.random.Generator` (wrapped by :class:`SeededRandomSource`);
 output produced that way is **not** private (the seed determines the noise) and reports say so.
 
 A source provides only two primitives, so that the transformation from raw bits to a distribution
-lives in one audited place (:mod:`privacy.noise`):
+lives in one audited place (:mod:`dphhh.privacy.noise`):
 
 * ``bits(n)``: ``n`` independent uniformly random 64-bit words (``numpy.uint64``);
 * ``randbelow(m)``: one uniformly random integer in ``[0, m)`` for an arbitrary Python ``int``
@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["RandomSource", "SecureRandomSource", "SeededRandomSource", "as_source"]
 

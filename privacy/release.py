@@ -16,7 +16,7 @@ These are the ``paper`` calibration's scales. The ``tight`` calibration (the def
 docs/calibration.md §3) uses one scale for every noise term — ``b = 2h/ε`` (fresh) or ``h/ε``
 (reuse) — because Lemma 4.1.1's two cases are exclusive: one moves only the per-key terms, the
 other only the shared terms. Its threshold is the smallest integer ``T`` with
-``2·e^(ε/h)·P(γ + w >= T) <= δ/h``, from the exact tail (:mod:`privacy.tails`): keys present in
+``2·e^(ε/h)·P(γ + w >= T) <= δ/h``, from the exact tail (:mod:`dphhh.privacy.tails`): keys present in
 one neighbour's sketch only (at most two per side, each of count <= 1) pass with at most that
 charge in every configuration Lemma 4.1.1 allows (docs/calibration.md §3.3, §3.3a).
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .noise import discrete_laplace
 from .params import CALIBRATIONS, DEFAULT_CALIBRATION, VARIANTS, check_int, check_open_unit, check_positive
@@ -173,7 +173,7 @@ def alpha2(scales: ReleaseScales, *, counters: int, h: int, partitions: int, bet
     """The ``paper`` calibration's α2 = T* + 2·b_w·ln(2κhP/β) of Algorithm 4 (docs/ALGORITHMS.md §4).
 
     (The ``tight`` calibration's α2 is ``T* + B`` with B from the exact tail:
-    :class:`privacy.calibration.WindowCalibration`.)
+    :class:`dphhh.privacy.calibration.WindowCalibration`.)
 
     ``b_w`` is the per-key scale of a released value. With probability >= 1 − β every one of the
     κ·h·P released values is within α2 − T* of its counter, and every key that was not released

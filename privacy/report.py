@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .calibration import WindowCalibration
 from .hhh import HHHItem

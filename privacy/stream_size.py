@@ -9,7 +9,7 @@ The window size n appears in α1 (``n/(κ+1)``) and is data, so it is released p
   vector of all h·P sizes has L1 sensitivity h and the release is (ε_n, 0)-DP.
 
 Upper confidence bound: ``n̂ = ñ + S`` with the slack S of
-:class:`~privacy.calibration.WindowCalibration` (every released size within S of its true value
+:class:`~dphhh.privacy.calibration.WindowCalibration` (every released size within S of its true value
 with probability >= 1 − β_n: two-sided discrete Laplace tail and a union bound over the releases).
 The root (level 0) estimate is post-processing: ñ (P = 1), or the mean over levels of ``Σ_p ñ_{ℓ,p}``.
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .noise import discrete_laplace
 from .params import check_int, check_positive

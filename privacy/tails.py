@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "SAFETY",

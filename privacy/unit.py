@@ -5,7 +5,7 @@
   window.
 * ``user``: a *privacy-unit key* (for example the source address when the hierarchy is over
   destination addresses, or a JSON field) groups elements into units. Each unit is capped at ``m``
-  elements per window (:class:`~privacy.unit_cap.UnitCap`; the excess is dropped and counted), so
+  elements per window (:class:`~dphhh.privacy.unit_cap.UnitCap`; the excess is dropped and counted), so
   adding or removing *all* elements of one unit changes at most ``m`` elements of what the sketches
   see. The event-level mechanism is calibrated at ``ε' = ε/m``, ``δ' = δ/(m·e^ε)``
   (:meth:`PrivacyUnit.event_budget`) and group privacy turns that into (ε, δ)-DP with respect to one
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .params import PrivacyBudget, check_int
 
@@ -30,7 +30,7 @@ __all__ = ["PrivacyUnit", "UNIT_KINDS", "MAX_WEIGHT_CAP"]
 UNIT_KINDS = ("event", "user")
 
 #: The largest weight cap W: a sketch's total must stay below 2**62 (its kernel's headroom,
-#: :data:`sketches.misra_gries.MAX_WEIGHTED_TOTAL`), and at W <= 2**20 that needs at least 2**42
+#: :data:`dphhh.sketches.misra_gries.MAX_WEIGHTED_TOTAL`), and at W <= 2**20 that needs at least 2**42
 #: (4.4·10^12) records in one window and partition — beyond what one worker reads in a window, so
 #: no input can make the sketch refuse an update (docs/ALGORITHMS.md §0.1 h). A larger W would
 #: also drown every count in noise (the scale grows with m·W).

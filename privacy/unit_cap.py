@@ -5,7 +5,7 @@ unit within one window and drops the rest (counted in :attr:`UnitCap.dropped`). 
 is kept depends only on its own unit's earlier elements, so adding or removing all elements of one
 unit changes at most ``m`` kept elements and leaves every other unit's kept elements exactly as they
 were: the sketches then see neighbouring inputs at distance <= m, which group privacy covers
-(:class:`~privacy.unit.PrivacyUnit`). The stream job gives it each epoch's elements in canonical
+(:class:`~dphhh.privacy.unit.PrivacyUnit`). The stream job gives it each epoch's elements in canonical
 order (docs/ALGORITHMS.md §0 "Canonical order"), so which elements are kept is a function of the
 input log and the public clock.
 
@@ -18,7 +18,7 @@ its own (docs/ALGORITHMS.md §0.1 h; :func:`_home`), drawn from the secure
 source whenever the table is allocated or rebuilt, never serialised: with a public hash, units
 crafted to share one home slot would make each insert walk one probe run of every unit so far
 (quadratic in a window's units, a cost and a release time set by the data). The expected cost is
-over that draw (:mod:`sketches._mg_kernel`, "Index", for the bound and its residual).
+over that draw (:mod:`dphhh.sketches._mg_kernel`, "Index", for the bound and its residual).
 
 **Unit keys** are 128-bit integers, given either as a ``uint64`` array (keys below 2**64: the exact
 IPv4 source addresses of ``privacy.unit_key = "source-ipv4"``, high word 0) or as an array of
@@ -42,10 +42,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from sketches._mg_kernel import HASH_KEY_WORDS, njit, table_hash_key
-from sketches.errors import InputError, UsageError
-from sketches.framing import CRC, seal, unseal
-from sketches.keyed import KeySecret
+from dphhh.sketches._mg_kernel import HASH_KEY_WORDS, njit, table_hash_key
+from dphhh.sketches.errors import InputError, UsageError
+from dphhh.sketches.framing import CRC, seal, unseal
+from dphhh.sketches.keyed import KeySecret
 
 from .params import check_int
 
@@ -100,8 +100,8 @@ def _shift_of(size):
 @njit(cache=True, inline="always")
 def _home(hi, lo, hkey, shift):
     """Home slot of the unit ``hi·2**64 + lo`` under the table's secret hash key ``hkey`` (odd
-    multipliers a, b, c, d from :func:`sketches._mg_kernel.table_hash_key`): ``x = lo + hi·d``, then
-    the hash of the Misra-Gries index (:func:`sketches._mg_kernel.home_of`, which gives the bound
+    multipliers a, b, c, d from :func:`dphhh.sketches._mg_kernel.table_hash_key`): ``x = lo + hi·d``, then
+    the hash of the Misra-Gries index (:func:`dphhh.sketches._mg_kernel.home_of`, which gives the bound
     and the reasons) — two multiply-xorshift rounds, then multiply-shift. A unit below 2**64 (an
     address) is hashed exactly as the index hashes a key; the high word of a hashed unit key is a
     keyed hash nobody who sends data can aim. Written out here, not imported into these kernels:
@@ -408,8 +408,8 @@ def unit_keys_of(values: Iterable[str | int | bytes], secret: KeySecret | None =
     Key = the 16-byte (little-endian) ``blake2b(key=K, digest_size=16, person=b"dphhh.unit/v2")`` of
     a type-tagged canonical encoding — ``str`` → ``b"s:"`` + UTF-8, ``int`` → ``b"i:"`` + decimal
     text, ``bytes`` → ``b"b:"`` + the bytes — where ``K = secret.purpose(b"unit")`` is derived from
-    the deployment's secret (:class:`~sketches.keyed.KeySecret`; the stream job's is
-    :func:`stream.ledger.job_key_secret`, derived from the seed in a seeded test run). The key
+    the deployment's secret (:class:`~dphhh.sketches.keyed.KeySecret`; the stream job's is
+    :func:`dphhh.stream.ledger.job_key_secret`, derived from the seed in a seeded test run). The key
     depends on the value and the secret only (not on the window or the process), so the same unit
     gets the same key on every operator and after a restore. ``bool``, ``float``, ``None`` and
     other types raise ``TypeError``.

@@ -1,9 +1,9 @@
 """One window's private release, split the way the stream job splits it.
 
 * :func:`release_sketch` runs where a sketch lives (one per (level, partition)): it turns the raw
-  counters and sub-stream size into a :class:`~privacy.hhh.SketchRelease` holding noisy values only.
+  counters and sub-stream size into a :class:`~dphhh.privacy.hhh.SketchRelease` holding noisy values only.
 * :func:`assemble_report` runs where the releases of one window meet: Algorithm 4 and the report.
-* :func:`release_window` does both for :class:`~sketches.level_sketches.LevelSketches` (batch use).
+* :func:`release_window` does both for :class:`~dphhh.sketches.level_sketches.LevelSketches` (batch use).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.pairs import PairHierarchy
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.pairs import PairHierarchy
 
 from .budget import budget_statement
 from .calibration import WindowCalibration
@@ -93,7 +93,7 @@ def assemble_report(
 ) -> dict[str, Any]:
     """Algorithm 4 over one window's releases and the ``dphhh.report/2`` report.
 
-    ``unit``/``budget``/``spending``: see :func:`privacy.budget.budget_statement` (user-level privacy
+    ``unit``/``budget``/``spending``: see :func:`dphhh.privacy.budget.budget_statement` (user-level privacy
     and the budget guard's account). ``tau_share`` (0 < φ < 1): the threshold is φ times the
     window's *noisy* size ñ (``params.tau`` is then ignored) — post-processing of the released
     size, so it costs no budget (docs/ALGORITHMS.md §4 "Threshold as a share").
@@ -184,7 +184,7 @@ def release_window(
 ) -> dict[str, Any]:
     """Release every sketch of ``sketches`` and assemble the window's report.
 
-    ``unit``/``budget``: a user-level or weighted :class:`~privacy.unit.PrivacyUnit` and the budget
+    ``unit``/``budget``: a user-level or weighted :class:`~dphhh.privacy.unit.PrivacyUnit` and the budget
     its guarantee is stated at (``params`` are then its group-privacy calibration of ``budget``)."""
     if sketches.counters != params.counters or sketches.partitions != params.partitions:
         raise UsageError(

@@ -1,36 +1,36 @@
 """Hierarchies and Misra-Gries sketches: the raw, non-private state of dphhh (docs/ALGORITHMS.md §1–§2).
 
 Nothing in this package is private: sketches and exact counts leave only through
-:mod:`privacy` releases.
+:mod:`dphhh.privacy` releases.
 
 Modules:
 
-* :mod:`sketches.hierarchy` — the hierarchies over which heavy hitters are sought
+* :mod:`dphhh.sketches.hierarchy` — the hierarchies over which heavy hitters are sought
   (:class:`IPv4Hierarchy`, :class:`IPv6Hierarchy`, :class:`PathHierarchy`, the :class:`Hierarchy`
   base, :func:`parse_hierarchy` for ``ipv4:8,16,24,32``-style specs);
-* :mod:`sketches.misra_gries` — the Misra-Gries sketch of Algorithm 2 (:class:`MisraGries`),
+* :mod:`dphhh.sketches.misra_gries` — the Misra-Gries sketch of Algorithm 2 (:class:`MisraGries`),
   versioned and checksummed serialisation, :func:`clip_weights` for weighted records;
-* :mod:`sketches._mg_kernel` — the sketch's compiled (numba) kernel (internal);
-* :mod:`sketches.level_sketches` — one sketch per (level, partition) over a hierarchy
+* :mod:`dphhh.sketches._mg_kernel` — the sketch's compiled (numba) kernel (internal);
+* :mod:`dphhh.sketches.level_sketches` — one sketch per (level, partition) over a hierarchy
   (:class:`LevelSketches`);
-* :mod:`sketches.partition` — the public, data-independent key partitioning per level;
-* :mod:`sketches.exact` — exact counts and the exact HHH reference (tests and evaluation only:
+* :mod:`dphhh.sketches.partition` — the public, data-independent key partitioning per level;
+* :mod:`dphhh.sketches.exact` — exact counts and the exact HHH reference (tests and evaluation only:
   raw data, never to be published);
-* :mod:`sketches.pairs` — pair hierarchies for two-dimensional HHH (:class:`PairHierarchy`: the
+* :mod:`dphhh.sketches.pairs` — pair hierarchies for two-dimensional HHH (:class:`PairHierarchy`: the
   lattice of (source prefix, destination prefix) nodes, collision-free IPv4 × IPv4 keys);
-* :mod:`sketches._pair_table` — the compiled key → pair table of a pair node whose keys cannot be
+* :mod:`dphhh.sketches._pair_table` — the compiled key → pair table of a pair node whose keys cannot be
   decoded (the /32 × /32 node, hashed pairs), merging chance collisions under the smaller pair (internal);
-* :mod:`sketches.keyed` — secret, per-window keyed-hash keys for prefixes wider than 63 bits
+* :mod:`dphhh.sketches.keyed` — secret, per-window keyed-hash keys for prefixes wider than 63 bits
   (:class:`KeySecret`, SipHash-2-4), and the δ their collisions cost (docs/ALGORITHMS.md §1 "Keys");
-* :mod:`sketches.canonical` — the canonical order in which a sketch takes a group of elements
+* :mod:`dphhh.sketches.canonical` — the canonical order in which a sketch takes a group of elements
   (sorted keys, runs as weighted updates; docs/ALGORITHMS.md §0 "Canonical order");
-* :mod:`sketches.exact2d` — the exact two-dimensional HHH reference over a pair hierarchy, overlap
+* :mod:`dphhh.sketches.exact2d` — the exact two-dimensional HHH reference over a pair hierarchy, overlap
   semantics (:func:`exact_hhh_2d`, docs/ALGORITHMS.md §11; tests and evaluation only: raw data);
-* :mod:`sketches.sizing` — memory and serialised size of a sketch from κ alone (``dphhh plan``);
-* :mod:`sketches.framing` — the versioned, checksummed binary frame of all serialised state;
-* :mod:`sketches._cache_home` — where downloaded and built artefacts go outside a checkout
-  (``$DPHHH_HOME``, default ``~/.cache/dphhh``; internal, shared with :mod:`stream.paths`);
-* :mod:`sketches.errors` — the error types every dphhh package raises for what a user can fix
+* :mod:`dphhh.sketches.sizing` — memory and serialised size of a sketch from κ alone (``dphhh plan``);
+* :mod:`dphhh.sketches.framing` — the versioned, checksummed binary frame of all serialised state;
+* :mod:`dphhh.sketches._cache_home` — where downloaded and built artefacts go outside a checkout
+  (``$DPHHH_HOME``, default ``~/.cache/dphhh``; internal, shared with :mod:`dphhh.stream.paths`);
+* :mod:`dphhh.sketches.errors` — the error types every dphhh package raises for what a user can fix
   (:class:`DphhhError`, :class:`UsageError`, :class:`InputError`, :class:`OperationalError`).
 """
 

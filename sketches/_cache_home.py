@@ -1,5 +1,5 @@
 """Where dphhh keeps what it downloads and builds outside a checkout: the one rule, for the lowest
-layer (numba's kernel cache in :mod:`sketches._mg_kernel`) and for :func:`stream.paths.cache_dir`.
+layer (numba's kernel cache in :mod:`dphhh.sketches._mg_kernel`) and for :func:`dphhh.stream.paths.cache_dir`.
 
 ``$DPHHH_HOME`` if set, else ``$XDG_CACHE_HOME/dphhh``, else ``~/.cache/dphhh`` (not created here).
 """

@@ -1,7 +1,7 @@
 """Compiled kernel of the Misra-Gries sketch (docs/ALGORITHMS.md §2, Algorithm 2): unit inserts (:func:`mg_update`)
 and weighted records (:func:`mg_update_weighted`, each exactly v unit inserts in a row).
 
-State (all numpy arrays, owned by :class:`sketches.misra_gries.MisraGries`):
+State (all numpy arrays, owned by :class:`dphhh.sketches.misra_gries.MisraGries`):
 
 * ``slot_keys[κ]`` (int64): the key in each slot; dummy keys are negative (``-1 - slot``) and can
   never equal a real key (real keys are >= 0).
@@ -65,6 +65,9 @@ so linear probing's expected cost is not proved O(1) for *every* key set (struct
 more than a constant under universal families: Pagh, Pagh, Ružić 2009; Pătraşcu, Thorup 2010 — the
 reason for the two rounds before the multiply-shift, see :func:`home_of`); what a sender can aim
 without the key is that, never the O(κ) per element of keys aimed at a known hash.
+
+Its compiled kernels are cached by numba with their module's name, ``dphhh.sketches._mg_kernel`` since the
+namespace change (this line also invalidates caches a checkout wrote under the old name).
 """
 
 from __future__ import annotations

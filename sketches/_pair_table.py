@@ -1,4 +1,4 @@
-"""Compiled key → pair table of a :class:`~sketches.pairs.PairHierarchy` node whose keys cannot be
+"""Compiled key → pair table of a :class:`~dphhh.sketches.pairs.PairHierarchy` node whose keys cannot be
 decoded (the IPv4 /32 × /32 node's 63-bit mixes, hashed pairs of other hierarchies).
 
 :class:`KeyTable` maps each key it has seen to the two side keys it was computed from; when two
@@ -7,6 +7,9 @@ label — a merge, never an error (docs/ALGORITHMS.md §1 "Keys"). It is an
 open-addressing hash table (linear probing, no deletions, load at most 1/2) in three numpy arrays,
 entered and read by compiled loops, so a batch of n keys costs O(n) with no Python loop, no sort
 and no per-key object (24 bytes per slot against a few hundred for a ``dict`` of tuples).
+
+Its compiled kernels are cached by numba with their module's name, ``dphhh.sketches._pair_table`` since the
+namespace change (this line also invalidates caches a checkout wrote under the old name).
 """
 
 from __future__ import annotations

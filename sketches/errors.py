@@ -15,7 +15,7 @@ and is shown with its traceback.
 
 Messages never carry a count of records or any other statistic of the data (§0.1 f).
 
-This module lives in :mod:`sketches` because every other package imports that one.
+This module lives in :mod:`dphhh.sketches` because every other package imports that one.
 """
 
 from __future__ import annotations

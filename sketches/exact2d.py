@@ -2,7 +2,7 @@
 
 For tests and evaluation only: these results are raw data and must never be published as if
 private. This is the reference of Cormode, Korn, Muthukrishnan and Srivastava over a
-:class:`~sketches.pairs.PairHierarchy`: the lattice nodes (ℓ1, ℓ2) are processed by decreasing
+:class:`~dphhh.sketches.pairs.PairHierarchy`: the lattice nodes (ℓ1, ℓ2) are processed by decreasing
 ℓ1 + ℓ2 (nodes of equal sum are incomparable, so their order does not matter); the *residual* of
 a pair p counts the elements under p that are under **no already selected strict descendant of
 p**; p is an HHH when its residual is >= τ. The root (0, 0) comes last: its residual counts the
@@ -11,7 +11,7 @@ elements under no selected pair.
 Overlap semantics: an element under a selected pair d is removed only from the residuals of the
 pairs that generalise d. It still counts for a pair on another branch — e.g. an element under the
 selected ``10.30.0.0/16 → 0.0.0.0/0`` still counts for ``0.0.0.0/0 → 100.64.0.0/16`` — so, unlike
-the one-dimensional :func:`~sketches.exact.exact_hhh`, there is no single "covered" mask. An
+the one-dimensional :func:`~dphhh.sketches.exact.exact_hhh`, there is no single "covered" mask. An
 element x is excluded from the residual of its pair at node n exactly when some selected pair at a
 node strictly finer than n (ℓ1′ >= ℓ1, ℓ2′ >= ℓ2, not n itself) contains x — x's pair at n then
 generalises that selected pair. So each node with selections keeps one boolean mask (which
@@ -19,7 +19,7 @@ elements are under one of its selected pairs), and the residuals at n are a binc
 elements outside the masks of the nodes finer than n.
 
 With ``weights`` (weighted records, docs/ALGORITHMS.md §2 "Weighted elements") every count is a
-sum of weights, exactly as in :func:`~sketches.exact.exact_hhh`.
+sum of weights, exactly as in :func:`~dphhh.sketches.exact.exact_hhh`.
 """
 
 from __future__ import annotations

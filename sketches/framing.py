@@ -4,8 +4,8 @@ A frame is a header — magic (4 bytes), format version (uint16), flags (uint16,
 owner's own fields — followed by the owner's body and a CRC-32 of header and body. :func:`seal`
 builds a frame; :func:`unseal` checks its length, checksum, magic, version and flags (in that
 order, so a damaged version byte is reported as corruption) and names the owner in every error
-("<owner>: Possible corruption: …"). Used by :class:`~sketches.misra_gries.MisraGries` and
-:class:`~privacy.unit_cap.UnitCap`.
+("<owner>: Possible corruption: …"). Used by :class:`~dphhh.sketches.misra_gries.MisraGries` and
+:class:`~dphhh.privacy.unit_cap.UnitCap`.
 """
 
 from __future__ import annotations

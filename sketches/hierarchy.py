@@ -14,7 +14,7 @@ itself, never from arrival order.
 * :class:`PathHierarchy` — ``/``-paths of exactly ``h`` components (``de/bavaria/munich/x``);
   level ℓ keeps the first ℓ components; labels ``de/bavaria``.
 
-IPv6 and path keys are a 63-bit **keyed** hash of (level, prefix) (:mod:`sketches.keyed`): a fixed
+IPv6 and path keys are a 63-bit **keyed** hash of (level, prefix) (:mod:`dphhh.sketches.keyed`): a fixed
 function of the prefix within one window — the same in every batch, process and run, independent of
 arrival order (the sketch's smallest-key tie-break and the partition hash rely on that) — under a
 secret key per window (:meth:`Hierarchy.keyed`), so nobody can compute a collision. The object
@@ -79,12 +79,12 @@ class Hierarchy(ABC):
     @property
     def hashed_levels(self) -> int:
         """How many sketched levels have keyed-hash keys (each is charged a δ for label merges,
-        :func:`sketches.keyed.collision_delta`)."""
+        :func:`dphhh.sketches.keyed.collision_delta`)."""
         return self.h if self.hashed_keys else 0
 
     def keyed(self, secret: KeySecret | None) -> Hierarchy:
         """This hierarchy making its hashed keys under ``secret`` (a window's key,
-        :meth:`sketches.keyed.KeySecret.window`), with fresh label tables (freed with the object);
+        :meth:`dphhh.sketches.keyed.KeySecret.window`), with fresh label tables (freed with the object);
         a hierarchy of exact keys returns itself."""
         return self
 
@@ -371,7 +371,7 @@ class PathHierarchy(Hierarchy):
 
 def parse_hierarchy(text: str) -> Hierarchy:
     """Parse ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]``, ``path[:4]`` or a pair ``A x B`` of
-    two of them (:class:`~sketches.pairs.PairHierarchy`) into a hierarchy.
+    two of them (:class:`~dphhh.sketches.pairs.PairHierarchy`) into a hierarchy.
 
     Raises ``ValueError`` naming the bad part.
     """

@@ -19,6 +19,9 @@ probability at most κ·2⁻⁶³ over the window's key (``KEY_BITS`` bits), whi
 charges to δ (:func:`collision_delta`).
 
 ``KEY_BITS`` is 63 in production; tests lower it to craft collisions (the code paths are the same).
+
+Its compiled kernels are cached by numba with their module's name, ``dphhh.sketches.keyed`` since the
+namespace change (this line also invalidates caches a checkout wrote under the old name).
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ class KeySecret:
 
     def purpose(self, name: bytes) -> KeySecret:
         """The key of one use of this key, ``BLAKE2b(key, "dphhh.purpose:" ‖ name)`` (e.g. ``b"unit"``
-        for privacy-unit keys, :func:`privacy.unit_cap.unit_keys_of`): keys of different uses, and
+        for privacy-unit keys, :func:`dphhh.privacy.unit_cap.unit_keys_of`): keys of different uses, and
         the per-window keys, tell nothing about each other."""
         msg = b"dphhh.purpose:" + bytes(name)
         return KeySecret(hashlib.blake2b(msg, key=self._key, digest_size=_SECRET_BYTES).digest())

@@ -1,9 +1,9 @@
 """One Misra-Gries sketch per (level, partition) over a hierarchy (docs/ALGORITHMS.md §2).
 
 :class:`LevelSketches` expands each batch of values to every sketched level, routes each key to
-its partition (:func:`~sketches.partition.partition_of`) and inserts it, in input order, into that
+its partition (:func:`~dphhh.sketches.partition.partition_of`) and inserts it, in input order, into that
 partition's sketch. It also counts each sub-stream's length ``n_{ℓ,p}``. All of this is raw,
-non-private state: it leaves only through :mod:`privacy` releases.
+non-private state: it leaves only through :mod:`dphhh.privacy` releases.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class LevelSketches:
         """Insert a batch of values (format depends on the hierarchy) at every level.
 
         With ``weights`` (integers >= 1, one per value, already clipped to the public cap:
-        :func:`~sketches.misra_gries.clip_weights`) value i is a record of ``weights[i]`` unit
+        :func:`~dphhh.sketches.misra_gries.clip_weights`) value i is a record of ``weights[i]`` unit
         elements: at each level its key goes, with its weight, to the one partition its key maps
         to, and each sketch receives its records in input order, so every sketch ends exactly as
         if each value had been repeated ``weights[i]`` times in a row (each sketch's ``total``,

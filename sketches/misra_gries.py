@@ -7,7 +7,7 @@ The state after :meth:`MisraGries.update` on an array equals the state after ins
 elements one by one in array order, and depends only on the input sequence. When an element
 replaces a key (Algorithm 2 step 3) it takes the zero-counter slot holding the **smallest key**
 (dummies, negative, first): a fixed rule on the sketch's content that keeps Lemma 4.1.1's
-"at most 2 keys per side in one sketch only" true (see :mod:`sketches._mg_kernel`). Dummy keys
+"at most 2 keys per side in one sketch only" true (see :mod:`dphhh.sketches._mg_kernel`). Dummy keys
 (negative) fill unused slots and are never output.
 
 Weighted records (docs/ALGORITHMS.md §2 "Weighted elements"): ``update(keys, weights)`` inserts a record with
@@ -15,11 +15,11 @@ key x and integer weight v >= 1 **exactly as v unit inserts of x in a row** — 
 counters, ``total``, ``decrements``, serialised bytes) is the one those unit inserts leave — never
 in O(v) time: O(1) per record plus one O(κ) pass per record that takes decrement-all steps (never
 more passes than steps), and O(log κ) per record once such passes get frequent (see
-:func:`sketches._mg_kernel.mg_update_weighted`). The
+:func:`dphhh.sketches._mg_kernel.mg_update_weighted`). The
 guarantee above then holds with f(x) the sum of x's weights and n the sum of all weights.
 Clipping to the public cap W (v <- min(v, W)) is the caller's job: :func:`clip_weights`.
 
-The sketch state is **raw, non-private data**: only :func:`privacy.release.release_level` may
+The sketch state is **raw, non-private data**: only :func:`dphhh.privacy.release.release_level` may
 turn it into something that leaves the engine.
 """
 
@@ -44,7 +44,7 @@ MAX_WEIGHTED_TOTAL = 1 << 62  # a weighted update may not bring total (n) to thi
 _INT64_MAX = (1 << 63) - 1
 # Weighted updates take decrement-all steps by passes over the κ counters while those stay below
 # κ + SCAN_RATE counter visits per record of the call, then switch to an offset + heap (O(log κ)
-# per record): see :func:`sketches._mg_kernel.mg_update_weighted`. Tests also set it to 0 (heap
+# per record): see :func:`dphhh.sketches._mg_kernel.mg_update_weighted`. Tests also set it to 0 (heap
 # after each call's first pass) and to a huge value (passes only); the state is the same either way.
 SCAN_RATE = 64
 
@@ -95,7 +95,7 @@ def _table_size(kappa: int) -> int:
     """Buckets of the key → slot table: a power of two >= 16κ (load <= 1/16 keeps probe runs short:
     measured ~2x faster than load 1/2 on high-churn streams; state size is unaffected, only slots
     are serialised). Keys are placed by a multiply-shift hash under the table's secret hash key
-    (:mod:`sketches._mg_kernel`, "Index")."""
+    (:mod:`dphhh.sketches._mg_kernel`, "Index")."""
     size = 8
     while size < 16 * kappa:
         size <<= 1

@@ -5,7 +5,7 @@ lattice nodes are the pairs (ℓ1, ℓ2); (0, 0) is the root and the other
 ``H = (h1 + 1)(h2 + 1) − 1`` nodes are sketched. To the rest of dphhh a pair hierarchy *is* a
 hierarchy with ``h = H`` "levels": level ``i`` (1..H) is the node :attr:`PairHierarchy.nodes`
 ``[i − 1]``, ordered by ``ℓ1 + ℓ2`` then ``ℓ1`` (so the finest node is level H). Sketching
-(:class:`~sketches.level_sketches.LevelSketches`) and release therefore work unchanged, and the
+(:class:`~dphhh.sketches.level_sketches.LevelSketches`) and release therefore work unchanged, and the
 release is calibrated with h := H because each element touches H sketches.
 
 Keys (int64, >= 0, one sketch per node, so keys need only be distinct within a node):
@@ -14,11 +14,11 @@ Keys (int64, >= 0, one sketch per node, so keys need only be distinct within a n
   with ``L1, L2`` the nodes' prefix lengths — **collision-free** for every node with
   ``L1 + L2 <= 63``, computed straight from the two uint32 address arrays (a few vectorised
   shifts per node); a node with 64 significant bits (``/32 × /32``) gets a 63-bit keyed SipHash
-  of them (:mod:`sketches.keyed`: a secret key per window, so no collision can be crafted);
+  of them (:mod:`dphhh.sketches.keyed`: a secret key per window, so no collision can be crafted);
 * any other combination (IPv6, paths): a 63-bit keyed SipHash of the two sides' keys.
 
 Hashed keys are remembered with their pairs in a compiled hash table
-(:class:`~sketches._pair_table.KeyTable`, one O(n) pass per batch, no Python loop); two pairs
+(:class:`~dphhh.sketches._pair_table.KeyTable`, one O(n) pass per batch, no Python loop); two pairs
 that collide by chance are merged under the smaller pair, never refused (docs/ALGORITHMS.md §1
 "Keys", §11). The table belongs to the keyed object (:meth:`PairHierarchy.keyed`: one per window).
 

@@ -1,7 +1,7 @@
 """Key-space partitioning per level (docs/ALGORITHMS.md §2: parallelism without merging).
 
 Element ``x`` goes, at level ℓ, to partition ``hash(prefix_ℓ(x)) mod P`` where ``hash`` is the
-hierarchy's fixed public :meth:`~sketches.hierarchy.Hierarchy.key_hash`. One element touches
+hierarchy's fixed public :meth:`~dphhh.sketches.hierarchy.Hierarchy.key_hash`. One element touches
 exactly one partition per level, so releasing every (level, partition) sketch on its own costs
 what one sketch per level costs. Sketches are never merged.
 """
@@ -42,7 +42,7 @@ def route(
     ``values`` touches: each value's key at each level 1..h goes to the one partition
     :func:`partition_of` gives it, input order kept (``weights``, one per value, follow their
     values; ``None`` stays ``None``). The one router of the project: the batch sketches
-    (:meth:`~sketches.level_sketches.LevelSketches.update`) and the stream job's decode step
+    (:meth:`~dphhh.sketches.level_sketches.LevelSketches.update`) and the stream job's decode step
     (``stream.wire.expand``) both use it, so a batch and a stream put every key in the same sketch.
     With P = 1 every level yields its one partition, even for an empty batch."""
     partitions = check_partitions(partitions)

@@ -1,7 +1,7 @@
 """Memory and serialised size of Misra-Gries sketches, from κ alone (public: no data involved).
 
 Used by ``dphhh plan`` to say what a window's sketches cost before anything runs. The figures are
-those of :class:`~sketches.misra_gries.MisraGries`: in memory, the slot keys, counters, zero-slot
+those of :class:`~dphhh.sketches.misra_gries.MisraGries`: in memory, the slot keys, counters, zero-slot
 list and table positions (8 bytes per slot each) plus the key → slot hash table (two int64 per
 bucket, a power of two >= 16κ buckets) and its secret hash key (three uint64); serialised (checkpoints, state), a 28-byte header, 16
 bytes per slot and a 4-byte checksum. ``tests/sketches/test_sizing.py`` checks both against real

@@ -1,50 +1,50 @@
 """The stream engine, the batch job and the ``dphhh`` command line.
 
-``import stream`` imports nothing else: the few names re-exported here are resolved lazily, on
+``import dphhh.stream`` imports nothing else: the few names re-exported here are resolved lazily, on
 first use (PEP 562), and none of them pulls in PyFlink or the Kafka client. The Flink job itself
-(:mod:`stream.job`, :mod:`stream.operators`) needs PyFlink and is imported only by whoever runs it.
+(:mod:`dphhh.stream.job`, :mod:`dphhh.stream.operators`) needs PyFlink and is imported only by whoever runs it.
 
 Modules:
 
-* :mod:`stream.cli` — the ``dphhh`` command line, one module per command (``stream.cli.hhh``,
+* :mod:`dphhh.stream.cli` — the ``dphhh`` command line, one module per command (``stream.cli.hhh``,
   ``stream.cli.exact``, ``stream.cli.snapshot``, ``stream.cli.plan``, ``stream.cli.run`` …) and
   the one formatter of results (``stream.cli.output``);
-* :mod:`stream.batch` — the batch job: one window = the whole input file (``dphhh hhh`` and
+* :mod:`dphhh.stream.batch` — the batch job: one window = the whole input file (``dphhh hhh`` and
   ``dphhh exact``; :func:`batch_report`, :func:`exact_report`);
-* :mod:`stream.config` — the job's configuration: one TOML file, environment and flag overrides
+* :mod:`dphhh.stream.config` — the job's configuration: one TOML file, environment and flag overrides
   (:func:`load_config`, :class:`JobConfig`);
-* :mod:`stream.job` — the Flink job graph and its submission (embedded MiniCluster by default;
+* :mod:`dphhh.stream.job` — the Flink job graph and its submission (embedded MiniCluster by default;
   imports PyFlink);
-* :mod:`stream.operators` — the job's operators: thin PyFlink adapters around plain logic;
-* :mod:`stream.wire` — the wire formats between operators: sketch and unit payloads, sketch state,
+* :mod:`dphhh.stream.operators` — the job's operators: thin PyFlink adapters around plain logic;
+* :mod:`dphhh.stream.wire` — the wire formats between operators: sketch and unit payloads, sketch state,
   dead-letter records, stamped values (plain logic, no Flink);
-* :mod:`stream.flink_entry` — the job's entry point for ``flink run`` (session or application
+* :mod:`dphhh.stream.flink_entry` — the job's entry point for ``flink run`` (session or application
   cluster);
-* :mod:`stream.decode_batch` — what the ``decode`` operator does with one batch of messages (no
+* :mod:`dphhh.stream.decode_batch` — what the ``decode`` operator does with one batch of messages (no
   Flink);
-* :mod:`stream.message_batch` — the batch records of the Java ``MessageBatcher`` operator, read in
+* :mod:`dphhh.stream.message_batch` — the batch records of the Java ``MessageBatcher`` operator, read in
   Python;
-* :mod:`stream.assembler` — the release operator's logic: one window's sketch releases → one
+* :mod:`dphhh.stream.assembler` — the release operator's logic: one window's sketch releases → one
   report, exactly once;
-* :mod:`stream.publisher` — publishing each report at its public publication time, on every
+* :mod:`dphhh.stream.publisher` — publishing each report at its public publication time, on every
   surface at once (docs/ALGORITHMS.md §0.1 g);
-* :mod:`stream.epochs` — what the sketch and cap operators hold per window: arrival epochs applied
+* :mod:`dphhh.stream.epochs` — what the sketch and cap operators hold per window: arrival epochs applied
   in canonical order (docs/ALGORITHMS.md §0 "Canonical order");
-* :mod:`stream.schedule` — the public release schedule and the per-element acceptance rule
+* :mod:`dphhh.stream.schedule` — the public release schedule and the per-element acceptance rule
   (:class:`ReleaseSchedule`);
-* :mod:`stream.clock` — the live job's clock records on its own input partitions;
-* :mod:`stream.ledger` — the durable release ledger: a window's report is computed and published
+* :mod:`dphhh.stream.clock` — the live job's clock records on its own input partitions;
+* :mod:`dphhh.stream.ledger` — the durable release ledger: a window's report is computed and published
   once;
-* :mod:`stream.runner` — running the job from the CLI: broker, topics, producers, the job, report
+* :mod:`dphhh.stream.runner` — running the job from the CLI: broker, topics, producers, the job, report
   printing;
-* :mod:`stream.broker` — the local development broker as the CLI and the tests see it;
-* :mod:`stream.reports_stall` — noticing readers of the reports topic held back by an open
+* :mod:`dphhh.stream.broker` — the local development broker as the CLI and the tests see it;
+* :mod:`dphhh.stream.reports_stall` — noticing readers of the reports topic held back by an open
   transaction;
-* :mod:`stream.report_metrics` — Prometheus metrics of the published reports;
-* :mod:`stream.metrics_catalog` — the catalogue of exported metrics (dashboards and their tests);
-* :mod:`stream.dashboard` — ``dphhh dashboard``, a small live web page of the latest reports;
-* :mod:`stream.errors` — errors the stream commands report to the user (:class:`JobFailed`).
-* :mod:`stream.paths` — where the project's files are: the checkout, the bundled captures
+* :mod:`dphhh.stream.report_metrics` — Prometheus metrics of the published reports;
+* :mod:`dphhh.stream.metrics_catalog` — the catalogue of exported metrics (dashboards and their tests);
+* :mod:`dphhh.stream.dashboard` — ``dphhh dashboard``, a small live web page of the latest reports;
+* :mod:`dphhh.stream.errors` — errors the stream commands report to the user (:class:`JobFailed`).
+* :mod:`dphhh.stream.paths` — where the project's files are: the checkout, the bundled captures
   (``$DPHHH_DATA`` overrides), a capture by name.
 """
 

@@ -1,12 +1,12 @@
 """Logic of the release operator: one window's sketch releases → one report, exactly once.
 
-The operator (a thin Flink adapter in :mod:`stream.job`) gathers the
-:class:`~privacy.hhh.SketchRelease` values of a window from every (level, partition) sketch
+The operator (a thin Flink adapter in :mod:`dphhh.stream.job`) gathers the
+:class:`~dphhh.privacy.hhh.SketchRelease` values of a window from every (level, partition) sketch
 operator and, when the window's release time passes, calls :meth:`WindowAssembler.report`:
 
 * if the durable ledger already holds the window's report (a replay after failure), those bytes
   are returned unchanged — the window is never recomputed with fresh noise;
-* the report is **not** stored here: :class:`stream.publisher.ReportPublisher` stores it in the
+* the report is **not** stored here: :class:`dphhh.stream.publisher.ReportPublisher` stores it in the
   ledger at its publication time, before any reader can see it;
 * otherwise, if a budget guard is configured and refuses the window (its period's budget is
   spent — a decision that depends on the window's start only, never on data), a *refused*
@@ -14,7 +14,7 @@ operator and, when the window's release time passes, calls :meth:`WindowAssemble
 * otherwise sketches that saw no element in the window are released as empty (their noisy size
   is still drawn: an empty sub-stream is indistinguishable from a released one; in the job every
   sketch releases every window itself, so this fills in only windows a restart skipped), Algorithm
-  4 runs over the hierarchy keyed with the window's hash key (:mod:`sketches.keyed`) and the report
+  4 runs over the hierarchy keyed with the window's hash key (:mod:`dphhh.sketches.keyed`) and the report
   is encoded canonically.
 """
 
@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from privacy.budget_guard import BudgetGuard
-from privacy.hhh import SketchRelease
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
-from privacy.report import build_refused_report
-from privacy.unit import PrivacyUnit
-from privacy.window import assemble_report, release_sketch
-from sketches.hierarchy import Hierarchy
-from sketches.keyed import KeySecret
+from dphhh.privacy.budget_guard import BudgetGuard
+from dphhh.privacy.hhh import SketchRelease
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.randomness import RandomSource, SecureRandomSource, SeededRandomSource
+from dphhh.privacy.report import build_refused_report
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.privacy.window import assemble_report, release_sketch
+from dphhh.sketches.hierarchy import Hierarchy
+from dphhh.sketches.keyed import KeySecret
 
 from .ledger import ReleaseLedger
 from .schedule import ReleaseSchedule

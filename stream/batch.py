@@ -1,11 +1,11 @@
 """The batch job: one window = the whole input file (``dphhh hhh`` and ``dphhh exact``).
 
 Reads a file (text, pcap, pcapng), turns its records into values of the chosen hierarchy,
-sketches them (:class:`~sketches.level_sketches.LevelSketches`) and releases one private report
-(:func:`~privacy.window.release_window`).
+sketches them (:class:`~dphhh.sketches.level_sketches.LevelSketches`) and releases one private report
+(:func:`~dphhh.privacy.window.release_window`).
 
-Skipped records are counted by reason into a :class:`~connectors.skips.SkipCounter` (never their
-content) and classified as in :mod:`connectors.skips`:
+Skipped records are counted by reason into a :class:`~dphhh.connectors.skips.SkipCounter` (never their
+content) and classified as in :mod:`dphhh.connectors.skips`:
 
 * *unparsable* records (``bad_ipv4``, ``invalid_utf8``, ``truncated`` packets, ...) hold no
   element; the caller may print their count on stderr as an operational line;
@@ -19,7 +19,7 @@ tell it from the same input with one element); only the non-private :func:`exact
 :class:`NoReadableInput` (whose message names no count).
 
 Weighted records (:class:`Weighting`, docs/ALGORITHMS.md §2 "Weighted elements"): flow-JSON files
-(:mod:`connectors.flow_json`) weighted by their ``packets`` or ``bytes``, or captures weighted by
+(:mod:`dphhh.connectors.flow_json`) weighted by their ``packets`` or ``bytes``, or captures weighted by
 each packet's IPv4 length (``bytes``). Each weight is clipped to the public cap W and inserted as
 that many unit elements; the report's guarantee is then per record, by group privacy over W.
 """
@@ -33,24 +33,24 @@ from typing import Any
 
 import numpy as np
 
-from connectors import pcap
-from connectors.files import open_input
-from connectors.flow_json import FlowJsonDecoder, decode_pairs, iter_flow_file
-from connectors.skips import NoReadableInput, SkipCounter, no_readable_message
-from connectors.snapshot import parse_ipv4_pair_records, parse_ipv4_records, parse_ipv6_records
-from connectors.text import iter_text_lines, parse_paths
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.randomness import as_source
-from privacy.unit import PrivacyUnit
-from privacy.window import release_window
-from sketches.errors import OperationalError, UsageError
-from sketches.exact import exact_hhh
-from sketches.exact2d import exact_hhh_2d
-from sketches.hierarchy import Hierarchy, PathHierarchy
-from sketches.keyed import KeySecret
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import clip_weights
-from sketches.pairs import PairHierarchy
+from dphhh.connectors import pcap
+from dphhh.connectors.files import open_input
+from dphhh.connectors.flow_json import FlowJsonDecoder, decode_pairs, iter_flow_file
+from dphhh.connectors.skips import NoReadableInput, SkipCounter, no_readable_message
+from dphhh.connectors.snapshot import parse_ipv4_pair_records, parse_ipv4_records, parse_ipv6_records
+from dphhh.connectors.text import iter_text_lines, parse_paths
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.randomness import as_source
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.privacy.window import release_window
+from dphhh.sketches.errors import OperationalError, UsageError
+from dphhh.sketches.exact import exact_hhh
+from dphhh.sketches.exact2d import exact_hhh_2d
+from dphhh.sketches.hierarchy import Hierarchy, PathHierarchy
+from dphhh.sketches.keyed import KeySecret
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import clip_weights
+from dphhh.sketches.pairs import PairHierarchy
 
 __all__ = [
     "NoReadableInput",
@@ -291,7 +291,7 @@ def batch_report(
     from one with an element, docs/ALGORITHMS.md §0.1). With a
     weighted ``weighting``, ``params`` must be the group-privacy calibration of ``budget`` over
     the weight cap (:meth:`Weighting.unit`), which the report's budget statement checks. ``tau_share``: τ
-    is that share of the noisy window size (:func:`privacy.window.assemble_report`).
+    is that share of the noisy window size (:func:`dphhh.privacy.window.assemble_report`).
     ``display_path``: the name errors give the input (``-`` or the ``.gz`` file a spooled copy
     was made of).
     """

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .paths import deploy_dir, script_env, state_dir
 

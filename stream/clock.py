@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["TICK", "is_tick", "ClockTicker", "shared_ticker", "stop_shared_ticker"]
 
@@ -128,7 +128,7 @@ class ClockTicker(threading.Thread):
     def _producer(self):
         from kafka import KafkaProducer
 
-        from connectors.kafka_io import open_client
+        from dphhh.connectors.kafka_io import open_client
 
         return open_client(KafkaProducer, self.options, acks=1, linger_ms=0, retries=0)
 

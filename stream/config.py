@@ -19,13 +19,13 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from connectors.decode import FORMATS
-from privacy.budget_guard import BudgetGuard
-from privacy.checks import guarantee_warnings
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.unit import PrivacyUnit
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy, parse_hierarchy
+from dphhh.connectors.decode import FORMATS
+from dphhh.privacy.budget_guard import BudgetGuard
+from dphhh.privacy.checks import guarantee_warnings
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy, parse_hierarchy
 
 if TYPE_CHECKING:
     from .schedule import ReleaseSchedule
@@ -280,9 +280,9 @@ class JobConfig:
 
     @property
     def uses_key_secret(self) -> bool:
-        """Whether the job hashes under the deployment's secret (:func:`stream.ledger.job_key_secret`):
+        """Whether the job hashes under the deployment's secret (:func:`dphhh.stream.ledger.job_key_secret`):
         hashed sketch keys (docs/ALGORITHMS.md §1 "Keys"), or JSON privacy-unit keys
-        (:func:`privacy.unit_cap.unit_keys_of`)."""
+        (:func:`dphhh.privacy.unit_cap.unit_keys_of`)."""
         return self.hierarchy.hashed_keys or _json_units(self.values["privacy"])
 
     @property
@@ -468,7 +468,7 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
 
 
 def _check_window(w: Mapping[str, Any]) -> None:
-    """The schedule keys (see :mod:`stream.schedule`): mode, size, origin/until, grace and bands."""
+    """The schedule keys (see :mod:`dphhh.stream.schedule`): mode, size, origin/until, grace and bands."""
     from .schedule import MAX_SCHEDULE_WINDOWS, MODES, REPLAY
 
     if w["mode"] not in MODES:
@@ -532,7 +532,7 @@ def _check_pair_input(hierarchy: Any, i: dict[str, Any], p: Mapping[str, Any]) -
 def _check_flow_input(i: Mapping[str, Any]) -> int:
     """The flow-json keys (``input.flow_*``, ``input.weight_cap``); returns the weight cap W (1 when
     records are unweighted)."""
-    from connectors.flow_json import KEYS, SCHEMAS, WEIGHTS
+    from dphhh.connectors.flow_json import KEYS, SCHEMAS, WEIGHTS
 
     for key, allowed in (("flow_schema", SCHEMAS), ("flow_key", (*KEYS, "pair")), ("flow_weight", WEIGHTS)):
         if i[key] not in allowed:
@@ -590,7 +590,7 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
 
 def _json_units(p: Mapping[str, Any]) -> bool:
     """Whether the privacy unit is a JSON field (``privacy.unit_key = "json:FIELD"``): its values
-    get keyed 128-bit unit keys (:func:`privacy.unit_cap.unit_keys_of`)."""
+    get keyed 128-bit unit keys (:func:`dphhh.privacy.unit_cap.unit_keys_of`)."""
     return p["unit_key"].strip().startswith("json:")
 
 
@@ -599,11 +599,11 @@ def _key_collision_delta(
 ) -> float:
     """The δ of hashed keys' chance collisions (docs/calibration.md §8), taken from ``budget``: per
     hashed level, each of a unit's at most m distinct prefixes (1 at event level; a weighted record
-    is one prefix) may meet a key of the final sketch, :func:`sketches.keyed.collision_delta` each;
+    is one prefix) may meet a key of the final sketch, :func:`dphhh.sketches.keyed.collision_delta` each;
     with JSON units, another unit of the window may share the unit's hashed key,
-    :func:`privacy.unit_cap.unit_collision_delta` (§8.1)."""
-    from privacy.unit_cap import unit_collision_delta
-    from sketches.keyed import collision_delta
+    :func:`dphhh.privacy.unit_cap.unit_collision_delta` (§8.1)."""
+    from dphhh.privacy.unit_cap import unit_collision_delta
+    from dphhh.sketches.keyed import collision_delta
 
     distinct = unit.cap if unit.kind == "user" else 1
     sketch_keys = distinct * hierarchy.hashed_levels * collision_delta(counters)

@@ -193,7 +193,7 @@ class DashboardState:
 
 
 def _reader_kafka(state: DashboardState, options: dict[str, Any], topic: str, stop: threading.Event) -> None:
-    from connectors.kafka_io import iter_committed_values
+    from dphhh.connectors.kafka_io import iter_committed_values
 
     for _, value in iter_committed_values(options, topic, follow=True, stop=stop):
         state.add(json.loads(value))

@@ -2,16 +2,16 @@
 
 Message by message, exactly as if each had arrived alone (the batcher keeps order):
 
-* a clock record (:data:`stream.clock.TICK`) is skipped: it carries no element;
+* a clock record (:data:`dphhh.stream.clock.TICK`) is skipped: it carries no element;
 * a message that does not decode goes to the dead letters with its reason; it is *counted* (in
   the job's public dead-letter metrics) only if it is unparsable **and** holds no element — a
   valid address beside a bad time, a missing unit, bad counters or an oversized message is
   somebody's record, and one record must not move a public counter (docs/ALGORITHMS.md §0.1 f);
 * a message without a timestamp is dead-lettered as ``no_timestamp`` (not counted);
-* the others are judged by :meth:`stream.schedule.ReleaseSchedule.accept` on their own times only
+* the others are judged by :meth:`dphhh.stream.schedule.ReleaseSchedule.accept` on their own times only
   (event time: the JSON time field if configured, else the record timestamp; arrival: the record
   timestamp): rejected ones are dead-lettered with an element reason
-  (:data:`stream.schedule.ELEMENT_REASONS`), and the values of the rest are grouped by window,
+  (:data:`dphhh.stream.schedule.ELEMENT_REASONS`), and the values of the rest are grouped by window,
   input order kept, and within a window by **arrival epoch** (the public interval of
   ``schedule.epoch_ms`` holding the record timestamp: the group a sketch takes in canonical order,
   docs/ALGORITHMS.md §0 "Canonical order"). A packed message is decoded element by element whatever
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from connectors.decode import MessageDecoder
-from connectors.skips import is_unparsable
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.skips import is_unparsable
 
 from .clock import TICK, is_tick
 from .message_batch import NO_TIMESTAMP, read_batch

@@ -7,7 +7,7 @@ once it is complete — every element that arrived in it has been read from ever
 which holds once the watermark (the broker's clock, read from the job's clock records) has passed
 its end — and, at the window's release, every epoch still held. Epochs are applied in increasing
 order; within one, a sketch takes its keys sorted, runs as weighted updates
-(:mod:`sketches.canonical`), and the unit cap takes each unit's elements sorted by (unit, value,
+(:mod:`dphhh.sketches.canonical`), and the unit cap takes each unit's elements sorted by (unit, value,
 weight). The result is a function of the input log and the public clock only: a slow subtask,
 another parallelism, other batch cuts or partition interleavings change nothing.
 
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from privacy.unit_cap import UnitCap, unit_sort_keys
-from sketches.misra_gries import MisraGries
+from dphhh.privacy.unit_cap import UnitCap, unit_sort_keys
+from dphhh.sketches.misra_gries import MisraGries
 
 __all__ = ["SketchWindow", "CapWindow", "Batch", "AddressBatch", "value_codes", "merge_labels"]
 
@@ -136,7 +136,7 @@ def _level_runs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The canonical runs of level ``level + 1`` over the epochs :func:`_sorted_addresses` sorted:
     epoch by epoch, each epoch's distinct keys ascending with their total weight — exactly
-    :func:`sketches.canonical.canonical_runs` of each epoch's keys, one epoch after the other (a
+    :func:`dphhh.sketches.canonical.canonical_runs` of each epoch's keys, one epoch after the other (a
     sketch updated with these runs in one call is the sketch updated epoch by epoch)."""
     if bits is not None:
         chosen = (bits >> np.uint32(level)) & np.uint32(1) == 1
@@ -152,7 +152,7 @@ def _key_runs(
     batches: list[tuple[int, np.ndarray, np.ndarray | None]],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The canonical runs of one level over several epochs: ``batches`` are (epoch index, keys,
-    weights or None) — the same runs as :func:`sketches.canonical.canonical_runs` epoch by epoch."""
+    weights or None) — the same runs as :func:`dphhh.sketches.canonical.canonical_runs` epoch by epoch."""
     keys = np.concatenate([np.asarray(k, dtype=np.int64) for _, k, _ in batches]) if batches else np.zeros(0)
     if not keys.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -319,7 +319,7 @@ def value_codes(values: Any) -> np.ndarray:
 
 
 def _unit_keys(units: Any) -> np.ndarray:
-    """A batch's unit keys as an array: 128-bit keys (:data:`privacy.unit_cap.UNIT_KEY_DTYPE`) as
+    """A batch's unit keys as an array: 128-bit keys (:data:`dphhh.privacy.unit_cap.UNIT_KEY_DTYPE`) as
     they are, addresses as uint64."""
     arr = np.asarray(units)
     return arr if arr.dtype.names else arr.astype(np.uint64, copy=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sketches.errors import OperationalError
+from dphhh.sketches.errors import OperationalError
 
 __all__ = ["JobFailed"]
 

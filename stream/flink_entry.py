@@ -1,8 +1,8 @@
 """The job's entry point for ``flink run`` (a session or application cluster, e.g. Kubernetes).
 
-    flink run -m HOST:8081 -pyexec PYTHON -pym stream.flink_entry --config dphhh.toml [--set k=v ...]
+    flink run -m HOST:8081 -pyexec PYTHON -pym dphhh.stream.flink_entry --config dphhh.toml [--set k=v ...]
 
-It builds the same pipeline as ``dphhh run`` (:func:`stream.job.build_pipeline`) in the
+It builds the same pipeline as ``dphhh run`` (:func:`dphhh.stream.job.build_pipeline`) in the
 environment ``flink run`` provides, adds the job's settings (checkpoints, Python executable,
 metrics filter) and its jars (Kafka connector, dphhh's operator jar, and PyFlink's Python runtime
 jar, which Flink distributions keep in ``opt/``), and executes it. Paths in
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Build and execute the job (blocks until a bounded job ends; ``flink run -d`` detaches)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    parser = argparse.ArgumentParser(prog="stream.flink_entry", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="dphhh.stream.flink_entry", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=None, help="TOML configuration (see deploy/dphhh.toml)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--run-dir", default="var/runs/flink-run", help="folder for the job's run files")
@@ -35,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.umask(0o077)  # job state holds raw data (README "Who may read what")
     cfg = load_config(args.config, overrides=args.set)
     if cfg["flink.remote"]:
-        raise SystemExit("stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster")
+        raise SystemExit(
+            "dphhh.stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster"
+        )
     import time
 
     from .ledger import private_dir, resolve_origin

@@ -5,11 +5,11 @@ broker's clock from the job's clock records, or none in a replay) → ``batch`` 
 messages packed into one record, flushed before every watermark and barrier) → ``decode`` → key by
 partition → ``sketch`` (epochs in canonical order) → (with one start record) key by one constant →
 ``release``, which publishes each report itself at its public time — ledger, reports file, and the
-reports topic in a Kafka transaction of its own (:mod:`stream.publisher`); the dead-letter side
+reports topic in a Kafka transaction of its own (:mod:`dphhh.stream.publisher`); the dead-letter side
 output of ``decode`` → record timestamps (Java) → Kafka dead-letter sink (exactly once,
 transactional). Checkpoints make state and Kafka offsets exactly once; the release ledger makes each
 window's report computed once and published identically. The release schedule is public
-(:mod:`stream.schedule`).
+(:mod:`dphhh.stream.schedule`).
 
 PyFlink starts a JVM ("gateway") on first use; :func:`prepare_gateway` must run before any PyFlink
 object exists: it points ``FLINK_LIB_DIR`` at a lib folder (:func:`gateway_lib_dir`: PyFlink's
@@ -53,7 +53,7 @@ __all__ = [
 
 #: Flink's Prometheus reporter exports only these metrics (``filter.includes``; docs/ALGORITHMS.md §0.1 f): dphhh's
 #: own operator counters (the public schedule's windows and the dead letters of records that are not
-#: elements; :mod:`stream.metrics_catalog`) and the job's restart count.
+#: elements; :mod:`dphhh.stream.metrics_catalog`) and the job's restart count.
 #: Everything else Flink measures — records, bytes, offsets, lag, watermarks, busy and back-pressure
 #: time, heap, checkpoint sizes and durations — tracks the data and stays inside.
 METRIC_INCLUDES = ("taskmanager.job.task.operator.dphhh.*:*", "jobmanager.job:numRestarts")
@@ -61,7 +61,7 @@ METRIC_INCLUDES = ("taskmanager.job.task.operator.dphhh.*:*", "jobmanager.job:nu
 
 def ensure_jars() -> list[Path]:
     """The Kafka connector jar(s); fetched from Maven Central by deploy/fetch-jars.sh if missing
-    (into :func:`stream.paths.jars_dir`)."""
+    (into :func:`dphhh.stream.paths.jars_dir`)."""
     jars = jars_dir() / "flink"
     found = sorted(jars.glob("flink-sql-connector-kafka-*.jar"))
     if not found:
@@ -74,7 +74,7 @@ def ensure_jars() -> list[Path]:
 
 def ensure_operator_jar() -> Path:
     """dphhh's own Java operators (deploy/java/), compiled once per source version with ``javac``
-    against PyFlink's bundled Flink jars, into :func:`stream.paths.jars_dir` (a user cache for an
+    against PyFlink's bundled Flink jars, into :func:`dphhh.stream.paths.jars_dir` (a user cache for an
     installed dphhh); returns the jar."""
     import hashlib
     import shutil
@@ -283,7 +283,7 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
 
 
 def _kafka_properties(builder, cfg: JobConfig):
-    from connectors.kafka_io import java_client_properties
+    from dphhh.connectors.kafka_io import java_client_properties
 
     for key, value in java_client_properties(cfg.kafka_client_options()).items():
         builder = builder.set_property(key, value)
@@ -294,7 +294,7 @@ def source_parallelism(cfg: JobConfig) -> int:
     """The Kafka source's subtasks: ``flink.parallelism``, but no more than the input topic has
     partitions — a live job's watermark is the minimum over its source subtasks, and one without a
     partition never advances (it would hold every release back)."""
-    from connectors.kafka_io import topic_settings
+    from dphhh.connectors.kafka_io import topic_settings
 
     found = topic_settings(cfg.kafka_client_options(), cfg["kafka.input_topic"], [])["partitions"]
     partitions = int(found) if found else cfg["flink.parallelism"]
@@ -309,7 +309,7 @@ def replay_clock(cfg: JobConfig) -> bool:
     record past its end — during the input, not at its end — and still releases every window at the
     end of input. A topic whose producers set the timestamps (CreateTime) has no order a replay may
     rely on: its epochs are applied at the end of input."""
-    from connectors.kafka_io import topic_settings
+    from dphhh.connectors.kafka_io import topic_settings
 
     from .schedule import REPLAY
 
@@ -353,7 +353,7 @@ def _batched(records, cfg: JobConfig):
 def _clock_watermarks(live: bool = True):
     """The watermark strategy of a live job (and of a replay of a log with clock records): the
     broker's clock, read from the job's clock records (Java ``ClockWatermarks``, one generator per
-    input partition; see :mod:`stream.clock`) — emitted at every clock record (live), or the newest
+    input partition; see :mod:`dphhh.stream.clock`) — emitted at every clock record (live), or the newest
     at each periodic emission (a replay, which reads many a second)."""
     from pyflink.common import WatermarkStrategy
     from pyflink.java_gateway import get_gateway
@@ -362,7 +362,7 @@ def _clock_watermarks(live: bool = True):
 
 
 def _with_record_timestamps(stream, step: str):
-    """``stream`` of :func:`stream.operators.stamp` values → the values, each with its own Kafka
+    """``stream`` of :func:`dphhh.stream.operators.stamp` values → the values, each with its own Kafka
     record timestamp (Java ``ScheduledTimestamps``): a report's is its scheduled release time."""
     from pyflink.common import Types
     from pyflink.datastream.data_stream import DataStream
@@ -376,7 +376,7 @@ def _with_record_timestamps(stream, step: str):
 
 def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     """Add the job's sources, operators and sinks to ``env`` (the schedule's origin must be stored
-    already, see :func:`stream.ledger.resolve_origin`)."""
+    already, see :func:`dphhh.stream.ledger.resolve_origin`)."""
     from pyflink.common import ByteArraySchema, Types, WatermarkStrategy
     from pyflink.datastream.connectors.base import DeliveryGuarantee
     from pyflink.datastream.connectors.kafka import (

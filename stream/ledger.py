@@ -8,7 +8,7 @@ again after a failure and restore, the stored bytes are republished unchanged in
 recomputed with fresh noise (docs/ALGORITHMS.md §0 (b)). A disk-full or unwritable ledger raises
 :class:`LedgerError` and nothing is published for that window.
 
-The ledger holds private state (the deployment's hash key, :mod:`sketches.keyed`): its folder is
+The ledger holds private state (the deployment's hash key, :mod:`dphhh.sketches.keyed`): its folder is
 created 0700 and its files 0600, whatever the umask (README "Who may read what").
 """
 
@@ -19,8 +19,8 @@ import re
 import secrets
 from pathlib import Path
 
-from sketches.errors import OperationalError
-from sketches.keyed import KeySecret
+from dphhh.sketches.errors import OperationalError
+from dphhh.sketches.keyed import KeySecret
 
 __all__ = ["ReleaseLedger", "LedgerError", "resolve_origin", "job_schedule", "job_key_secret", "private_dir"]
 
@@ -179,8 +179,8 @@ class ReleaseLedger:
 
 
 def job_key_secret(cfg) -> KeySecret:
-    """The deployment's hash key for hashed sketch keys (:mod:`sketches.keyed`) and JSON unit keys
-    (:func:`privacy.unit_cap.unit_keys_of`): stored in the ledger (0600, created on first use), or
+    """The deployment's hash key for hashed sketch keys (:mod:`dphhh.sketches.keyed`) and JSON unit keys
+    (:func:`dphhh.privacy.unit_cap.unit_keys_of`): stored in the ledger (0600, created on first use), or
     derived from ``privacy.seed`` in a seeded test run."""
     if cfg.seed is not None:
         return KeySecret.from_seed(cfg.seed)
@@ -193,7 +193,7 @@ def job_key_secret(cfg) -> KeySecret:
 def resolve_origin(cfg, now_ms: int) -> int:
     """The schedule origin of ``cfg``'s deployment: ``window.origin`` if configured, else the window
     holding ``now_ms`` on the deployment's first start; stored in the ledger either way (called by
-    ``dphhh run`` and ``stream.flink_entry`` before the job is submitted)."""
+    ``dphhh run`` and ``dphhh.stream.flink_entry`` before the job is submitted)."""
     size = cfg["window.size_ms"]
     first = cfg.origin_ms if cfg.origin_ms is not None else now_ms - now_ms % size
     origin = ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
@@ -212,6 +212,6 @@ def job_schedule(cfg):
         if origin is None:
             raise LedgerError(
                 f"ReleaseLedger: {cfg['output.ledger_dir']} holds no schedule origin; start the job with "
-                "`dphhh run` or `stream.flink_entry`, which store it (or set window.origin)"
+                "`dphhh run` or `dphhh.stream.flink_entry`, which store it (or set window.origin)"
             )
     return cfg.schedule(origin)

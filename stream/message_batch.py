@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sketches.errors import InputError, UsageError
+from dphhh.sketches.errors import InputError, UsageError
 
 __all__ = [
     "MAGIC",

@@ -3,7 +3,7 @@
 Every exported metric is public or computed from published reports (docs/ALGORITHMS.md §0.1 f):
 
 * Flink's Prometheus reporter (``flink.prometheus_port``) exports an **allow-list**
-  (:data:`stream.job.METRIC_INCLUDES`): dphhh's operator counters, named
+  (:data:`dphhh.stream.job.METRIC_INCLUDES`): dphhh's operator counters, named
   ``flink_taskmanager_job_task_operator_dphhh_<step>_<name>`` (a counter's series appears with its
   first increment: dashboards use ``or vector(0)``) — the public schedule's windows released,
   republished after a failure and refused by the budget guard, reports published late (an
@@ -12,14 +12,14 @@ Every exported metric is public or computed from published reports (docs/ALGORIT
   such) — and the job's restart count. Elements the schedule rejects (late, outside the band or the schedule) are
   dead-lettered but counted nowhere; Flink's record/byte/offset/lag counters, watermarks,
   busy/back-pressure times, heap and checkpoint sizes are not exported.
-* ``dphhh run``'s endpoint (``output.metrics_port``): :data:`stream.report_metrics.METRIC_NAMES`,
+* ``dphhh run``'s endpoint (``output.metrics_port``): :data:`dphhh.stream.report_metrics.METRIC_NAMES`,
   computed from the published reports (and the broker's reachability at start).
 """
 
 from __future__ import annotations
 
-from connectors.decode import REASONS
-from connectors.skips import is_unparsable
+from dphhh.connectors.decode import REASONS
+from dphhh.connectors.skips import is_unparsable
 
 from .report_metrics import METRIC_NAMES as REPORT_METRICS
 

@@ -1,10 +1,10 @@
 """The stream job's operators: thin PyFlink adapters around plain, unit-tested logic.
 
-What they send each other is in :mod:`stream.wire`; their logic is unit-tested in process by
+What they send each other is in :mod:`dphhh.stream.wire`; their logic is unit-tested in process by
 ``tests/harness.py`` (fake runtime context, keyed state, timers).
 
 * :class:`DecodeOperator` (``decode``): message bytes → per-(level, partition) key batches tagged
-  with their window (:func:`stream.decode_batch.decode_batch`: the public schedule's per-element
+  with their window (:func:`dphhh.stream.decode_batch.decode_batch`: the public schedule's per-element
   acceptance); clock records skipped; bad and rejected records to the dead-letter side output
   (reason + original bytes).
 * :class:`CapOperator` (``cap``, keyed by unit shard; user-level privacy only): keeps at most
@@ -14,9 +14,9 @@ What they send each other is in :mod:`stream.wire`; their logic is unit-tested i
 * :class:`SketchOperator` (``sketch``, keyed by key partition): the h level sketches of that
   partition, per window, in keyed MapState (one keyed record per message and partition carries
   every level's keys); at the window's scheduled release time it runs
-  :func:`privacy.window.release_sketch` for each level and emits the **noisy** releases only.
+  :func:`dphhh.privacy.window.release_sketch` for each level and emits the **noisy** releases only.
 * :class:`ReleaseOperator` (``release``, one key): publishes every window of the public schedule
-  once, at its scheduled time, through :class:`~stream.assembler.WindowAssembler` (durable ledger
+  once, at its scheduled time, through :class:`~dphhh.stream.assembler.WindowAssembler` (durable ledger
   first, then the JSON-lines file, then the Kafka sink), whether or not any element arrived.
 
 Each operator has a stable id (its Flink ``uid``, its state names' prefix and its metric group).
@@ -36,14 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from connectors.decode import REASONS, MessageDecoder
-from connectors.report_sink import JsonLinesReportFile, ReportSinkError, ReportsTopic
-from connectors.skips import is_unparsable
-from privacy.unit_cap import UnitCap, unit_keys_of
-from privacy.window import release_sketch
-from sketches.errors import OperationalError, UsageError
-from sketches.keyed import KeySecret
-from sketches.misra_gries import clip_weights
+from dphhh.connectors.decode import REASONS, MessageDecoder
+from dphhh.connectors.report_sink import JsonLinesReportFile, ReportSinkError, ReportsTopic
+from dphhh.connectors.skips import is_unparsable
+from dphhh.privacy.unit_cap import UnitCap, unit_keys_of
+from dphhh.privacy.window import release_sketch
+from dphhh.sketches.errors import OperationalError, UsageError
+from dphhh.sketches.keyed import KeySecret
+from dphhh.sketches.misra_gries import clip_weights
 
 from .assembler import WindowAssembler, noise_source_factory, sketch_id
 from .clock import shared_ticker, stop_shared_ticker
@@ -115,7 +115,7 @@ TICK_WINDOW = -1  # the window field of a tick record (decode -> cap -> sketch -
 
 def _open_common(op, runtime_context, step: str) -> None:
     """What every operator sets up in ``open``: its configuration, the public schedule (its origin
-    resolved at submission, :func:`stream.ledger.job_schedule`) and metric counters."""
+    resolved at submission, :func:`dphhh.stream.ledger.job_schedule`) and metric counters."""
     from .config import load_config_values
 
     op.cfg = load_config_values(op.cfg_values)
@@ -138,11 +138,11 @@ class _Counters:
 
 
 #: Dead-letter reasons that may be counted in the job's metrics: unparsable records (operational; the
-#: same classification as the batch commands', :data:`connectors.skips.UNPARSABLE`) — and of those only
-#: the ones that hold no element (:meth:`connectors.decode.MessageDecoder.holds_element`): a valid
+#: same classification as the batch commands', :data:`dphhh.connectors.skips.UNPARSABLE`) — and of those only
+#: the ones that hold no element (:meth:`dphhh.connectors.decode.MessageDecoder.holds_element`): a valid
 #: address beside a bad time, a missing unit, bad counters or an oversized message is dead-lettered
 #: but not counted. Valid records of another kind (``wrong_family``, a path of another depth), elements
-#: the schedule rejects (:data:`stream.schedule.ELEMENT_REASONS`), records without a timestamp and bad
+#: the schedule rejects (:data:`dphhh.stream.schedule.ELEMENT_REASONS`), records without a timestamp and bad
 #: batches are dead-lettered but never counted (docs/ALGORITHMS.md §0.1 f).
 COUNTED_REASONS = frozenset(r for r in REASONS if is_unparsable(r))
 
@@ -225,8 +225,8 @@ def warm_key_kernels() -> None:
     table, its growth included) on throwaway values: the decode step of a hashed-key hierarchy
     needs them, and otherwise the first element of such a kind would pay their load
     (docs/ALGORITHMS.md §0.1 h)."""
-    from sketches._pair_table import KeyTable
-    from sketches.keyed import siphash_words
+    from dphhh.sketches._pair_table import KeyTable
+    from dphhh.sketches.keyed import siphash_words
 
     words = np.arange(8, dtype=np.uint64)
     siphash_words((1, 2), words, words)
@@ -247,10 +247,10 @@ def window_hierarchy(cfg: JobConfig, secret: KeySecret | None, window: int):
 def message_decoder_of(cfg: JobConfig, secret: KeySecret | None = None) -> MessageDecoder:
     """The decoder of the job's input messages (``input.*``, the hierarchy's depth, the privacy unit).
 
-    ``secret``: the deployment's key (:func:`stream.ledger.job_key_secret`), which JSON unit values
+    ``secret``: the deployment's key (:func:`dphhh.stream.ledger.job_key_secret`), which JSON unit values
     are hashed under; the decode operator always passes it. Without it (``stream.job`` reads the
     flow parser's settings only) JSON unit keys would use the public fallback key of
-    :func:`privacy.unit_cap.unit_keys_of`."""
+    :func:`dphhh.privacy.unit_cap.unit_keys_of`."""
     i = cfg.values["input"]
     return MessageDecoder(
         i["format"],
@@ -281,7 +281,7 @@ def source_units_of(cfg: JobConfig) -> bool:
 def release_timer(schedule, window: int) -> int:
     """The event-time timer at which the operators release ``window``: its scheduled release time
     (live), or the end of input (replay). A replay's watermark may follow the broker's clock records
-    of its input log (:func:`stream.job.replay_clock`), which lets complete epochs be applied while
+    of its input log (:func:`dphhh.stream.job.replay_clock`), which lets complete epochs be applied while
     the log is read; its windows are still released only at the end, all together: every element
     of the public range counts, whenever it was appended (docs/ALGORITHMS.md §0.1 d)."""
     return schedule.release_time(window) if schedule.mode == LIVE else MAX_WATERMARK
@@ -346,7 +346,7 @@ class CapOperator(KeyedProcessFunction):
     docs/ALGORITHMS.md §0.1 f). Which ones: the first in canonical order — epoch by epoch (an epoch
     is capped when the watermark passes its end, at an event-time timer, so that its kept elements
     reach the sketches before that watermark does), within an epoch sorted by (unit, value, weight)
-    (:class:`stream.epochs.CapWindow`). A weighted record counts as one element here and reaches the
+    (:class:`dphhh.stream.epochs.CapWindow`). A weighted record counts as one element here and reaches the
     sketches with its weight (already clipped to W by ``decode``): one unit is then at most m·W unit
     elements, the group size the mechanism is calibrated over. A batch costs O(its size): only the
     counts an epoch changed are checkpointed."""
@@ -508,8 +508,8 @@ class WarmUp:
 
 class SketchOperator(KeyedProcessFunction):
     """Keyed by partition: the h level sketches per window, fed epoch by epoch in canonical order
-    (:class:`stream.epochs.SketchWindow`); at every window's scheduled release time — empty or not,
-    the same work — it runs :func:`privacy.window.release_sketch` for each level and emits the
+    (:class:`dphhh.stream.epochs.SketchWindow`); at every window's scheduled release time — empty or not,
+    the same work — it runs :func:`dphhh.privacy.window.release_sketch` for each level and emits the
     **noisy** releases only."""
 
     def __init__(self, cfg_values: dict, origin_ms: int) -> None:
@@ -538,7 +538,7 @@ class SketchOperator(KeyedProcessFunction):
         """Run the release path once on a throwaway sketch (compiled kernels loaded, code paths
         warm), so that a window's release costs the same from the first window on — a first release
         slower by a worker's start-up would make the first report late (docs/ALGORITHMS.md §0.1 g)."""
-        from privacy.randomness import SeededRandomSource
+        from dphhh.privacy.randomness import SeededRandomSource
 
         sw = self._new_window()
         sw.add(0, Batch(-1, [np.arange(8, dtype=np.int64)] * self.cfg.hierarchy.h, None))
@@ -715,7 +715,7 @@ def write_private(path: Path, data: bytes) -> None:
 
 def attempt_salt(cfg: JobConfig) -> int:
     """A fresh nonzero salt for this operator attempt's seeded noise when the test hook
-    ``output.test_noise_per_attempt`` is on, else 0 (see :func:`stream.assembler.noise_source_factory`)."""
+    ``output.test_noise_per_attempt`` is on, else 0 (see :func:`dphhh.stream.assembler.noise_source_factory`)."""
     return secrets.randbits(62) | 1 if cfg.values["output"]["test_noise_per_attempt"] else 0
 
 
@@ -769,11 +769,11 @@ class ReleaseOperator(KeyedProcessFunction):
     window's. A window is computed when the watermark — the broker's clock in live mode, end of
     input in a replay — passes its scheduled release time, from the releases every one of its
     sketches sent (the assembler fills in only windows a restart skipped), and then published by
-    :class:`stream.publisher.ReportPublisher` at the window's **publication time** (release time +
+    :class:`dphhh.stream.publisher.ReportPublisher` at the window's **publication time** (release time +
     ``window.publish_delay_ms``) on every surface — ledger, reports file, reports topic — so when a
     report appears says nothing about what its window held (docs/ALGORITHMS.md §0.1 g). A report
     not ready in time is published at once and counted (``reports_overdue``). In live mode this
-    operator also runs the job's clock (:class:`stream.clock.ClockTicker`)."""
+    operator also runs the job's clock (:class:`dphhh.stream.clock.ClockTicker`)."""
 
     def __init__(self, cfg_values: dict, origin_ms: int, run_dir: str, kafka_options: dict | None = None) -> None:
         self.cfg_values = cfg_values

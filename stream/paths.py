@@ -6,10 +6,10 @@ wheel find the same things:
 * :data:`ROOT` — the checkout (the folder holding ``pyproject.toml``) when the code runs from one,
   else ``None`` (an installed wheel);
 * :func:`data_dir` — the real captures bundled with the project (``data/`` in the checkout, the
-  ``dphhh_data`` package data in a wheel); ``$DPHHH_DATA`` overrides it;
+  ``dphhh.data`` package data in a wheel); ``$DPHHH_DATA`` overrides it;
 * :func:`capture` — one of those captures by file name, with an error naming what is missing;
 * :func:`deploy_dir` — the scripts and configuration files the job runs with (``deploy/`` in the
-  checkout, the ``dphhh_deploy`` package data in a wheel: Kafka scripts and configuration, the
+  checkout, the ``dphhh.deploy`` package data in a wheel: Kafka scripts and configuration, the
   Maven list of jars, the Java operators' sources, the log4j filter);
 * :func:`cache_dir` — where downloaded jars and the compiled operator jar go: the checkout's
   ``deploy/jars``, else ``$DPHHH_HOME`` or ``~/.cache/dphhh`` (never site-packages);
@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sketches._cache_home import user_cache_home
-from sketches.errors import DphhhError
+from dphhh.sketches._cache_home import user_cache_home
+from dphhh.sketches.errors import DphhhError
 
 __all__ = [
     "ROOT",
@@ -63,13 +63,13 @@ class MissingData(DphhhError, FileNotFoundError):
 
 def data_dir() -> Path:
     """The folder holding ``pcaps/``: ``$DPHHH_DATA``, else the checkout's ``data/``, else the
-    installed ``dphhh_data`` package."""
+    installed ``dphhh.data`` package."""
     env = os.environ.get("DPHHH_DATA")
     if env:
         return Path(env)
     if ROOT is not None and (ROOT / "data" / "pcaps").is_dir():
         return ROOT / "data"
-    return _package_dir("dphhh_data") or (ROOT or _HERE.parent) / "data"
+    return _package_dir("dphhh.data") or (ROOT or _HERE.parent) / "data"
 
 
 def _package_dir(name: str) -> Path | None:
@@ -99,7 +99,7 @@ def deploy_dir() -> Path:
     """The folder holding ``kafka-start.sh``, ``fetch-jars.sh``, ``kafka/``, ``flink/``, ``java/``."""
     if ROOT is not None and (ROOT / "deploy" / "kafka-start.sh").is_file():
         return ROOT / "deploy"
-    found = _package_dir("dphhh_deploy")
+    found = _package_dir("dphhh.deploy")
     if found is None:
         raise MissingData(
             "dphhh: the deploy files (Kafka scripts, Java operator sources) are not installed "

@@ -1,14 +1,14 @@
 """Publishing a window's report at its public time, on every surface at once (plain logic).
 
 docs/ALGORITHMS.md §0.1 g: a live window's report becomes visible at ``release time + publication
-delay`` (:meth:`stream.schedule.ReleaseSchedule.publish_time`), whatever the window held and
+delay`` (:meth:`dphhh.stream.schedule.ReleaseSchedule.publish_time`), whatever the window held and
 however long its computation took. The release operator computes the report when the window's
 release time has passed, then :meth:`ReportPublisher.publish` waits on the wall clock until the
 publication time and only then touches anything a reader can see, in this order:
 
-1. the release ledger (the stored bytes: atomic, at most one attempt wins, :mod:`stream.ledger`);
-2. the reports file (one line per window, :class:`connectors.report_sink.JsonLinesReportFile`);
-3. the reports topic (a Kafka transaction of its own, :class:`connectors.report_sink.ReportsTopic`);
+1. the release ledger (the stored bytes: atomic, at most one attempt wins, :mod:`dphhh.stream.ledger`);
+2. the reports file (one line per window, :class:`dphhh.connectors.report_sink.JsonLinesReportFile`);
+3. the reports topic (a Kafka transaction of its own, :class:`dphhh.connectors.report_sink.ReportsTopic`);
 4. the ledger's published mark.
 
 A report that is not ready by its publication time is an **incident** (the deployment is
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from connectors.report_sink import JsonLinesReportFile, ReportsTopic
+from dphhh.connectors.report_sink import JsonLinesReportFile, ReportsTopic
 
 from .ledger import ReleaseLedger
 from .schedule import LIVE, ReleaseSchedule

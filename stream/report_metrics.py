@@ -30,7 +30,7 @@ Metric names (all prefixed ``dphhh_``):
 * ``kafka_broker_up``: 1 once the broker answered at start, 0 while ``dphhh run`` waits for it;
   ``kafka_connect_retries_total``: failed attempts to reach it (retried with backoff);
 * ``reports_topic_stalled``: 1 while readers of the reports topic have been held back by one open
-  Kafka transaction for too long (:mod:`stream.reports_stall`), else 0.
+  Kafka transaction for too long (:mod:`dphhh.stream.reports_stall`), else 0.
 """
 
 from __future__ import annotations

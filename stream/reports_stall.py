@@ -1,7 +1,7 @@
 """Notice when readers of the reports topic are held back by an open Kafka transaction.
 
 The job publishes each report in a Kafka transaction of its own, at the report's publication time
-(:mod:`stream.publisher`); readers that see committed records only (``dphhh reports``, the
+(:mod:`dphhh.stream.publisher`); readers that see committed records only (``dphhh reports``, the
 dashboard, ``dphhh run``'s own printer) cannot pass a transaction that is still open. A transaction
 normally ends within milliseconds (the dead-letter sink's at the next checkpoint). One that stays
 open — most likely a commit cut off by a broker crash, whose commit marker Kafka then skipped
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["stall_limit_s", "StallDetector", "ReportsStallWatch"]
 
@@ -61,7 +61,7 @@ class _Probe(Protocol):
 
 
 def _default_probe(options: Mapping[str, Any], topic: str) -> _Probe:
-    from connectors.kafka_io import StableOffsetProbe
+    from dphhh.connectors.kafka_io import StableOffsetProbe
 
     return StableOffsetProbe(options, topic)
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
-from connectors.synthetic import synthetic_addresses
+from dphhh.connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
+from dphhh.connectors.synthetic import synthetic_addresses
 
 from .broker import LocalBroker, reachable
 from .config import JobConfig, load_config
@@ -55,7 +55,7 @@ def wait_for_kafka(
     30 s), each failed attempt logged and counted (``dphhh_kafka_connect_retries_total``,
     ``dphhh_kafka_broker_up``); ``kafka.wait_s`` > 0 bounds the wait (then ``TimeoutError``).
     ``probe(options, timeout_s=)`` raises ``TimeoutError`` while the broker does not answer."""
-    from connectors.kafka_io import wait_for_broker
+    from dphhh.connectors.kafka_io import wait_for_broker
 
     probe = probe or wait_for_broker
 
@@ -122,7 +122,7 @@ def ensure_job_topics(cfg: JobConfig) -> None:
     ``CreateTime``; one partition per subtask) and check existing ones: a live job refuses an input
     topic whose timestamps producers set (they would decide windows and lateness), and any job refuses
     output topics that would overwrite the reports' scheduled timestamps with the broker's clock."""
-    from connectors.kafka_io import topic_settings
+    from dphhh.connectors.kafka_io import topic_settings
 
     from .config import ConfigError
     from .schedule import LIVE
@@ -309,7 +309,7 @@ def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tu
     planted heavy prefixes; window 2: nothing (an empty window still gets its report);
     window 5: background only; plus three malformed messages (dead-lettered).
     """
-    from connectors.pcap import read_capture_sources
+    from dphhh.connectors.pcap import read_capture_sources
 
     messages: list[tuple[int, bytes]] = []
 
@@ -417,7 +417,7 @@ def feed_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int)
     capture = bundled_capture(DEMO_CAPTURE)
     parts = []
     if capture.exists():
-        from connectors.pcap import read_capture_sources
+        from dphhh.connectors.pcap import read_capture_sources
 
         parts.append(read_capture_sources(capture)[0])
     parts.append(synthetic_addresses(200_000, seed=7))
@@ -495,7 +495,7 @@ def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
 
 def _committed(cfg: JobConfig, window_start: int) -> bool:
     """Whether the reports topic holds a committed report of the window starting at ``window_start``."""
-    from connectors.kafka_io import iter_to_end
+    from dphhh.connectors.kafka_io import iter_to_end
 
     return any(
         json.loads(v).get("window", {}).get("start_ms") == window_start

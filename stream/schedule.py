@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "LIVE",

@@ -11,8 +11,8 @@
 * dead-letter records (reason, the original bytes, the record timestamp): :func:`dead_letter_record`;
 * stamped values (a value with the Kafka record timestamp it must carry): :func:`stamp` / :func:`unstamp`.
 
-The (level, partition) routing is :func:`expand` — the same as :class:`sketches.level_sketches.LevelSketches`
-uses (:func:`sketches.partition.route`, the one router), so a stream and a batch run sketch alike.
+The (level, partition) routing is :func:`expand` — the same as :class:`dphhh.sketches.level_sketches.LevelSketches`
+uses (:func:`dphhh.sketches.partition.route`, the one router), so a stream and a batch run sketch alike.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy
-from sketches.misra_gries import MisraGries
-from sketches.partition import partition_of, route
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.sketches.partition import partition_of, route
 
 from .assembler import sketch_id
 from .config import JobConfig
@@ -75,7 +75,7 @@ def _route_by_partition(
 ) -> dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]]:
     """partition → (the keys of each level 1..h in that partition, and — when ``weights`` are
     given, one per value — their values' weights, aligned with them; else ``None``), routed by
-    :func:`sketches.partition.route` as LevelSketches routes them."""
+    :func:`dphhh.sketches.partition.route` as LevelSketches routes them."""
     hierarchy = cfg.hierarchy if hierarchy is None else hierarchy
     h, parts = hierarchy.h, cfg.params.partitions
     empty = np.empty(0, dtype=np.int64)
@@ -158,7 +158,7 @@ def sketch_payloads(
     ``weights`` (clipped record weights, int64, one per value) travel with their values: with
     the addresses (IPv4), or routed with each level's keys (``_KEYS_W``: pairs, any hierarchy).
     ``hierarchy``: the configured one keyed with the window's hash key
-    (:meth:`sketches.hierarchy.Hierarchy.keyed`; default ``cfg.hierarchy``)."""
+    (:meth:`dphhh.sketches.hierarchy.Hierarchy.keyed`; default ``cfg.hierarchy``)."""
     hierarchy = cfg.hierarchy if hierarchy is None else hierarchy
     if hierarchy.kind == "ipv4":
         for p, payload in ipv4_payloads(values, cfg, weights).items():
@@ -273,7 +273,7 @@ def prefix_masks(hierarchy: Hierarchy) -> tuple[int, ...] | None:
 def unpack_sketch_batch(seq: int, payload: bytes, hierarchy: Hierarchy) -> Batch | AddressBatch:
     """What the sketch operator buffers of one payload (state entry ``seq``): an IPv4 payload as its
     addresses, level bits and weights (views of ``payload``, no key computed yet:
-    :class:`stream.epochs.AddressBatch`), any other as its per-level keys and weights."""
+    :class:`dphhh.stream.epochs.AddressBatch`), any other as its per-level keys and weights."""
     kind, n = np.frombuffer(payload, dtype=np.int64, count=2).tolist()
     if kind in (_IPV4, _IPV4_W, _IPV4_MASKED, _IPV4_MASKED_W):
         masked = kind in (_IPV4_MASKED, _IPV4_MASKED_W)

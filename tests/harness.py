@@ -1,6 +1,6 @@
 """An in-process harness for the stream job's PyFlink operators: no JVM, no broker, no Flink job.
 
-The operators of :mod:`stream.operators` (``DecodeOperator``, ``CapOperator``, ``SketchOperator``,
+The operators of :mod:`dphhh.stream.operators` (``DecodeOperator``, ``CapOperator``, ``SketchOperator``,
 ``ReleaseOperator``) run here **unmodified**: :class:`KeyedHarness` and :class:`ProcessHarness` call
 their own ``open``, ``process_element``, ``on_timer`` and ``close`` exactly as PyFlink's Python
 worker does, and :class:`Chain` wires several harnesses into the job's line (decode → cap → sketch
@@ -30,7 +30,7 @@ What is **faked** (the PyFlink runtime around the operator):
 * the wire: before ``open`` the operator is shipped through ``cloudpickle`` (as PyFlink ships it to
   a worker); outputs are split like PyFlink's ``_emit_results`` (a ``(OutputTag, value)`` tuple is
   a side output, by ``tag_id``) and, when the harness is given the operator's ``output_type`` (as in
-  :mod:`stream.job`), encoded and decoded with PyFlink's coder of that type — side outputs with
+  :mod:`dphhh.stream.job`), encoded and decoded with PyFlink's coder of that type — side outputs with
   their tag's type; keys with ``key_type`` (default: pickled, as ``key_by`` without a type);
 * checkpoints, logically: :meth:`KeyedHarness.snapshot` copies the keyed state (encoded) and the
   timers; a new harness built with ``restore=`` starts from it with a fresh operator, empty caches
@@ -553,7 +553,7 @@ class ProcessHarness:
     outputs in :attr:`side_outputs` by tag id.
 
     ``output_type``: the operator's declared output type (as given to ``process`` in
-    :mod:`stream.job`): main outputs are then encoded and decoded with PyFlink's coder of it (side
+    :mod:`dphhh.stream.job`): main outputs are then encoded and decoded with PyFlink's coder of it (side
     outputs always are, with their tag's type). ``ship``: send the operator through ``cloudpickle``
     first, as PyFlink does (:attr:`operator` is then the shipped copy)."""
 

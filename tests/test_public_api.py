@@ -22,29 +22,29 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("sketches", "privacy", "privacy.offline", "connectors", "stream")
+PACKAGES = ("dphhh.sketches", "dphhh.privacy", "dphhh.privacy.offline", "dphhh.connectors", "dphhh.stream")
 HEAVY = ("pyflink", "kafka")
 
 
 def _package_modules(package: str) -> list[str]:
     """The module names (no dots) of ``package``'s own .py files, ``__init__`` excluded."""
-    folder = ROOT.joinpath(*package.split("."))
+    folder = ROOT.joinpath(*package.removeprefix("dphhh.").split("."))
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
 
 
 def test_headline_names_import_from_the_packages() -> None:
-    """``from sketches import MisraGries; from privacy import release_level, release_window, HHHParams``."""
-    import privacy.params
-    import privacy.release
-    import privacy.window
-    import sketches.misra_gries
-    from privacy import HHHParams, release_level, release_window
-    from sketches import MisraGries
+    """``from dphhh.sketches import MisraGries; from dphhh.privacy import release_level, release_window, HHHParams``."""
+    import dphhh.privacy.params
+    import dphhh.privacy.release
+    import dphhh.privacy.window
+    import dphhh.sketches.misra_gries
+    from dphhh.privacy import HHHParams, release_level, release_window
+    from dphhh.sketches import MisraGries
 
-    assert MisraGries is sketches.misra_gries.MisraGries
-    assert release_level is privacy.release.release_level
-    assert release_window is privacy.window.release_window
-    assert HHHParams is privacy.params.HHHParams
+    assert MisraGries is dphhh.sketches.misra_gries.MisraGries
+    assert release_level is dphhh.privacy.release.release_level
+    assert release_window is dphhh.privacy.window.release_window
+    assert HHHParams is dphhh.privacy.params.HHHParams
     sketch = MisraGries(4)
     sketch.update([1, 1, 2])
     assert sketch.counters()[1] == 2
@@ -79,7 +79,7 @@ def test_required_names_are_exported() -> None:
         "connectors": {"open_input", "iter_capture_sources", "iter_text_lines", "FlowJsonDecoder", "MessageDecoder"},
     }
     for package, names in required.items():
-        missing = names - set(importlib.import_module(package).__all__)
+        missing = names - set(importlib.import_module(f"dphhh.{package}").__all__)
         assert not missing, f"{package}.__all__ lacks {sorted(missing)}"
 
 
@@ -97,7 +97,7 @@ def test_every_name_in_all_is_importable(package: str) -> None:
     assert set(names) <= set(namespace)
 
 
-@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "stream"])
+@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "dphhh.stream"])
 def test_reexports_do_not_shadow_submodules(package: str) -> None:
     """``package.<module>`` stays the module (e.g. ``privacy.offline.inftda``, ``privacy.noise``)."""
     module = importlib.import_module(package)
@@ -151,11 +151,11 @@ def test_readme_library_use_example_runs_and_finds_the_planted_prefix() -> None:
 
 
 def test_packages_import_without_pyflink_or_kafka() -> None:
-    """``import sketches, privacy, connectors, stream`` (and privacy.offline) loads no PyFlink, no Kafka client."""
+    """``import dphhh.sketches, dphhh.privacy, dphhh.connectors, dphhh.stream`` (and dphhh.privacy.offline) loads no PyFlink, no Kafka client."""
     probe = (
         "import sys\n"
-        "import sketches, privacy, privacy.offline, connectors, stream\n"
-        "from stream import *\n"
+        "import dphhh.sketches, dphhh.privacy, dphhh.privacy.offline, dphhh.connectors, dphhh.stream\n"
+        "from dphhh.stream import *\n"
         f"bad = sorted({{k for k in sys.modules if k.split('.')[0] in {HEAVY!r}}})\n"
         "print(bad)\n"
     )
@@ -165,13 +165,13 @@ def test_packages_import_without_pyflink_or_kafka() -> None:
 
 
 def test_import_stream_alone_loads_no_submodule() -> None:
-    """``import stream`` is the docstring only: its re-exports load on first use."""
+    """``import dphhh.stream`` is the docstring only: its re-exports load on first use."""
     probe = (
         "import sys\n"
-        "import stream\n"
-        "before = sorted(k for k in sys.modules if k.startswith('stream.'))\n"
-        "stream.JobFailed\n"
-        "print(before, 'stream.errors' in sys.modules)\n"
+        "import dphhh.stream\n"
+        "before = sorted(k for k in sys.modules if k.startswith('dphhh.stream.'))\n"
+        "dphhh.stream.JobFailed\n"
+        "print(before, 'dphhh.stream.errors' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

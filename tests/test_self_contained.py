@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stream.paths import CAPTURES, ROOT, data_dir
+from dphhh.stream.paths import CAPTURES, ROOT, data_dir
 
 assert ROOT is not None, "these checks run from a checkout"
 SOURCES = [

@@ -1,29 +1,29 @@
 """Offline (snapshot) mechanisms on the same privacy core as the stream engine (docs/ALGORITHMS.md §6–§9).
 
-* :mod:`privacy.offline.hhh_offline` — non-streaming DP-HHH (Algorithm 1, corrected), the
+* :mod:`dphhh.privacy.offline.hhh_offline` — non-streaming DP-HHH (Algorithm 1, corrected), the
   per-level stability-histogram baseline, and a planner that picks between them;
-* :mod:`privacy.offline.inftda` — InfTDA: integer, non-negative, consistent hierarchical counts
+* :mod:`dphhh.privacy.offline.inftda` — InfTDA: integer, non-negative, consistent hierarchical counts
   under zCDP (TopDown with IntOPT);
-* :mod:`privacy.offline.ldp` and :mod:`privacy.offline.ahead` — local-DP frequency oracles
+* :mod:`dphhh.privacy.offline.ldp` and :mod:`dphhh.privacy.offline.ahead` — local-DP frequency oracles
   (OUE, GRR) and AHEAD range queries (1-D, 2-D, higher dimensions by LLE), with HIO and Uni
   baselines;
-* :mod:`privacy.offline.lue_dptree` — LUE-DPTree: optimal non-uniform budgets on arbitrary
+* :mod:`dphhh.privacy.offline.lue_dptree` — LUE-DPTree: optimal non-uniform budgets on arbitrary
   interval trees and BLUE consistency, for range queries.
 
-Every mechanism draws its noise from :mod:`privacy.noise` through :mod:`privacy.randomness`
+Every mechanism draws its noise from :mod:`dphhh.privacy.noise` through :mod:`dphhh.privacy.randomness`
 (secure by default; tests inject seeded sources). No printed value carries continuous
 floating-point noise (Mironov 2012; docs/ALGORITHMS.md §3 "Integer counts"): central-model releases are integers
 (discrete Laplace or discrete Gaussian on integer counts), local-model reports are bits or
 integers, and every float in an output is post-processing of those. The one continuous sampler in
 use, Algorithm 1's selection noise, only feeds a comparison (see
-:mod:`privacy.offline.hhh_algorithm1`).
+:mod:`dphhh.privacy.offline.hhh_algorithm1`).
 
-Supporting modules: :mod:`privacy.offline.hhh_algorithm1` (Algorithm 1),
-:mod:`privacy.offline.hhh_baseline` (the stability-histogram baseline),
-:mod:`privacy.offline.hhh_planner` (the choice between them), :mod:`privacy.offline.intopt`
-(IntOPT, InfTDA's integer projection), :mod:`privacy.offline.zcdp` (zCDP ↔ (ε, δ) conversion),
-:mod:`privacy.offline.range_baselines` (HIO and Uni, the AHEAD baselines) and
-:mod:`privacy.offline.interval_tree` (the trees LUE-DPTree runs on).
+Supporting modules: :mod:`dphhh.privacy.offline.hhh_algorithm1` (Algorithm 1),
+:mod:`dphhh.privacy.offline.hhh_baseline` (the stability-histogram baseline),
+:mod:`dphhh.privacy.offline.hhh_planner` (the choice between them), :mod:`dphhh.privacy.offline.intopt`
+(IntOPT, InfTDA's integer projection), :mod:`dphhh.privacy.offline.zcdp` (zCDP ↔ (ε, δ) conversion),
+:mod:`dphhh.privacy.offline.range_baselines` (HIO and Uni, the AHEAD baselines) and
+:mod:`dphhh.privacy.offline.interval_tree` (the trees LUE-DPTree runs on).
 
 The package re-exports each module's entry points (see ``__all__``). Two functions share their
 module's name and are therefore *not* re-exported, so that ``privacy.offline.inftda`` and

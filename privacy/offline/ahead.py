@@ -3,7 +3,7 @@
 Du et al., "AHEAD: Adaptive Hierarchical Decomposition for Range Query under Local Differential
 Privacy" (CCS 2021). Guarantee: **ε-local DP, each user's value, one report per user.** Users are
 split at random (independently of their data) into ``c`` groups; every user sends exactly one
-report, through an ε-LDP frequency oracle (:mod:`privacy.offline.ldp`), about which node of the
+report, through an ε-LDP frequency oracle (:mod:`dphhh.privacy.offline.ldp`), about which node of the
 current decomposition holds their value. The decomposition offered to group ``i`` depends only
 on earlier groups' reports (sequential interaction), and everything else is post-processing, so
 the whole protocol is ε-LDP with respect to any one user's value.
@@ -31,7 +31,7 @@ As in the paper, the weighted averaging mixes nodes with different weights, so a
 need not sum exactly to 1 (each value stays non-negative).
 
 Floating point (Mironov 2012): safe — the only randomness is the data-independent user partition
-and the frequency oracles' bit/integer reports (:mod:`privacy.offline.ldp`); no continuous noise is
+and the frequency oracles' bit/integer reports (:mod:`dphhh.privacy.offline.ldp`); no continuous noise is
 added, and every float printed is post-processing of those discrete reports.
 
 Higher dimensions: :func:`ahead_lle` (LLE) builds one 2-D AHEAD tree per attribute pair, each on
@@ -49,8 +49,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privacy.noise import uniform01
-from privacy.offline.ldp import (
+from dphhh.privacy.noise import uniform01
+from dphhh.privacy.offline.ldp import (
     _CHUNK_CELLS,
     Oracle,
     Sampling,
@@ -59,9 +59,9 @@ from privacy.offline.ldp import (
     oue_variance,
     prefer_grr,
 )
-from privacy.params import check_int, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
+from dphhh.privacy.params import check_int, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "AheadParams",

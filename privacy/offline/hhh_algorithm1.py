@@ -12,12 +12,12 @@ Bottom-up over levels h … 1 (the root is not reported), for every node p with 
 count F_{X,S}(p) > 0 (elements under p that are not under an already selected descendant):
 w_p ~ Lap(6Δ), v_p ~ Lap(1/η) clipped to min(v_p, Δ); p is selected iff F + w_p + v_p >= τ, and a
 selected p is released as F + DLap(1/ξ). The release uses the discrete Laplace distribution of
-:mod:`privacy.noise` (P(k) ∝ exp(−ξ|k|)), which is ξ-DP for a sensitivity-1 integer query exactly as
+:mod:`dphhh.privacy.noise` (P(k) ∝ exp(−ξ|k|)), which is ξ-DP for a sensitivity-1 integer query exactly as
 Lap(1/ξ) is, and gives integer output without the floating-point low-bit leak of continuous noise.
 
 Floating point (Mironov 2012; docs/ALGORITHMS.md §3 "Integer counts"): the only printed numbers are the released
 counts F + DLap(1/ξ), integers (F is an integer count, the noise an integer), so their low-order
-bits carry nothing. The selection noise w_p, v_p stays continuous :func:`privacy.noise.laplace`
+bits carry nothing. The selection noise w_p, v_p stays continuous :func:`dphhh.privacy.noise.laplace`
 in doubles, but it is never printed: only the bit "F + w_p + v_p >= τ" leaves (through the
 selected set and the conditioned counts of ancestors). Rounding in that sum moves the effective
 threshold by a few ulps of |F| + |w_p| + |v_p|, and the 53-bit uniforms of the continuous
@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privacy.noise import discrete_laplace, laplace
-from privacy.params import check_int, check_open_unit, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy
+from dphhh.privacy.noise import discrete_laplace, laplace
+from dphhh.privacy.params import check_int, check_open_unit, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
 
 from .hhh_offline import (
     NEIGHBOURS,

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privacy.noise import discrete_laplace
-from privacy.params import check_int, check_open_unit, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.hierarchy import Hierarchy
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.params import check_int, check_open_unit, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.hierarchy import Hierarchy
 
 from .hhh_algorithm1 import LevelOutcome
 from .hhh_offline import (
@@ -120,7 +120,7 @@ def stability_histogram_hhh(
 ) -> OfflineHHHResult:
     """Private HHH of a snapshot by per-level stability histograms; (ε, δ)-DP (add/remove one).
 
-    Parameters as for :func:`~privacy.offline.hhh_algorithm1.algorithm1_hhh` (``values`` may be a
+    Parameters as for :func:`~dphhh.privacy.offline.hhh_algorithm1.algorithm1_hhh` (``values`` may be a
     precomputed :class:`HierarchyCounts`); β is not used by the mechanism. Reported counts are the
     noisy conditioned counts r̃(p) described in the module docstring.
     """

@@ -1,17 +1,17 @@
 """Offline (snapshot) DP hierarchical heavy hitters: shared types (docs/ALGORITHMS.md §6).
 
 A snapshot is a finite multiset of values (IPv4/IPv6 addresses, paths) over a
-:class:`~sketches.hierarchy.Hierarchy` with levels ``0 .. h``. Two snapshots are **neighbours**
+:class:`~dphhh.sketches.hierarchy.Hierarchy` with levels ``0 .. h``. Two snapshots are **neighbours**
 if one has one extra element (add or remove one element, docs/ALGORITHMS.md §0).
 
 Two mechanisms compute a private HHH set with noisy *conditioned* counts from the exact counts:
 
-* :func:`~privacy.offline.hhh_algorithm1.algorithm1_hhh` — Algorithm 1 of the DP-HHH paper,
+* :func:`~dphhh.privacy.offline.hhh_algorithm1.algorithm1_hhh` — Algorithm 1 of the DP-HHH paper,
   corrected (docs/ALGORITHMS.md §6); noise independent of h but with large constants and a threshold guard;
-* :func:`~privacy.offline.hhh_baseline.stability_histogram_hhh` — per-level stability
+* :func:`~dphhh.privacy.offline.hhh_baseline.stability_histogram_hhh` — per-level stability
   histograms with discrete Laplace noise of scale ``h/ε``, HHH by post-processing;
 
-and :func:`~privacy.offline.hhh_planner.plan_offline_hhh` predicts both errors and picks one.
+and :func:`~dphhh.privacy.offline.hhh_planner.plan_offline_hhh` predicts both errors and picks one.
 All three are re-exported here.
 
 The **root** (level 0) is never reported by these offline mechanisms: only levels ``h .. 1`` are
@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privacy.params import check_int, check_open_unit, check_positive
-from privacy.tails import dlap_tail, smallest_two_sided_bound
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy
+from dphhh.privacy.params import check_int, check_open_unit, check_positive
+from dphhh.privacy.tails import dlap_tail, smallest_two_sided_bound
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
 
 if TYPE_CHECKING:  # the lazy re-exports below (__getattr__), visible to type checkers and linters
     from .hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_min_tau
@@ -276,11 +276,11 @@ def _log_dlap_mgf(lam: np.ndarray, scale: float) -> np.ndarray:
 def dlap_sum_bound(scale: float, terms: int, beta: float) -> int:
     """The smallest integer ``B >= 0`` (up to the Chernoff bound's slack) with
     ``P(|Z_1 + … + Z_m| > B) <= β`` for ``m = terms`` independent ``Z_i ~ DLap(scale)``
-    (``P(k) ∝ e^(−|k|/scale)``, :func:`privacy.noise.discrete_laplace`).
+    (``P(k) ∝ e^(−|k|/scale)``, :func:`dphhh.privacy.noise.discrete_laplace`).
 
     ``m = 1``: the exact tail ``P(|Z| > B) = 2·P(Z >= B + 1) = 2r^(B+1)/(1 + r)``
-    (:func:`privacy.tails.dlap_tail`, rounded up). ``m = 2``: the exact closed form of the sum's
-    tail (:func:`privacy.tails.smallest_two_sided_bound`). ``m >= 3``:
+    (:func:`dphhh.privacy.tails.dlap_tail`, rounded up). ``m = 2``: the exact closed form of the sum's
+    tail (:func:`dphhh.privacy.tails.smallest_two_sided_bound`). ``m >= 3``:
     ``P(|S| >= t) <= 2·M(λ)^m·e^(−λt)`` for every ``0 < λ < 1/scale`` with
     ``M(λ) = (1 − r)²/((1 − re^λ)(1 − re^(−λ)))``, the smallest ``t`` over a grid of λ (every λ
     gives a valid bound).

@@ -40,7 +40,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from privacy.params import check_int, check_open_unit, check_positive
+from dphhh.privacy.params import check_int, check_open_unit, check_positive
 
 from .hhh_algorithm1 import Algorithm1Scales
 from .hhh_baseline import BaselineScales

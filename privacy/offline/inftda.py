@@ -8,8 +8,8 @@ TopDown over a hierarchy (Boninsegna & Silvestri, corrected by the spec):
 * levels ``1..h`` each get ``ρ_level = (1 − root_share)·ρ / h`` (``ρ / h`` under substitution).
   For every *kept* parent ``(u, c)`` of the previous level (ascending key order), all children of
   ``u`` in a **public, data-independent** child domain get noise ``DG(σ²)`` (the exact
-  Canonne–Kamath–Steinke discrete Gaussian of :func:`privacy.noise.discrete_gaussian`) with
-  ``σ² = Δ₂² / (2·ρ_level)``; :func:`~privacy.offline.intopt.int_opt` turns the noisy vector into
+  Canonne–Kamath–Steinke discrete Gaussian of :func:`dphhh.privacy.noise.discrete_gaussian`) with
+  ``σ² = Δ₂² / (2·ρ_level)``; :func:`~dphhh.privacy.offline.intopt.int_opt` turns the noisy vector into
   non-negative integers summing to ``c``; children with a non-zero result are kept.
 * L2 sensitivity per level (and of the root): a privacy unit contributing at most ``m`` elements
   (``contribution``) changes the level's count vector by at most ``Δ₂ = m`` in L2 norm under
@@ -21,7 +21,7 @@ vector and discarding the rest (the kept set is a function of earlier *released*
 child domain is public), so each level is a Gaussian mechanism of ``ρ_level``-zCDP and, by
 adaptive composition, the whole release is ``ρ``-zCDP with respect to the chosen neighbouring
 relation of one privacy unit with at most ``contribution`` elements; hence (ε, δ)-DP with
-``ε = ρ + 2√(ρ ln(1/δ))`` (:mod:`privacy.offline.zcdp`). The caller guarantees the contribution
+``ε = ρ + 2√(ρ ln(1/δ))`` (:mod:`dphhh.privacy.offline.zcdp`). The caller guarantees the contribution
 bound (with ``contribution=1`` every element is its own unit: event level). Each ``σ²`` is
 computed in exact rational arithmetic and rounded **up** to a multiple of 1/1024, so every part
 spends at most its nominal ρ.
@@ -46,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from privacy.noise import DG_ROUND, discrete_gaussian
-from privacy.offline.intopt import int_opt
-from privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
-from privacy.params import check_int, check_open_unit, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
-from sketches.hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.privacy.noise import DG_ROUND, discrete_gaussian
+from dphhh.privacy.offline.intopt import int_opt
+from dphhh.privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
+from dphhh.privacy.params import check_int, check_open_unit, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
 
 __all__ = [
     "NEIGHBOURS",
@@ -111,7 +111,7 @@ class InfTDAParams:
     """Privacy parameters of InfTDA.
 
     Give either ``epsilon`` and ``delta`` (converted to the largest ρ that implies them,
-    :func:`~privacy.offline.zcdp.rho_from_epsilon_delta`), or ``rho`` (optionally with ``delta``,
+    :func:`~dphhh.privacy.offline.zcdp.rho_from_epsilon_delta`), or ``rho`` (optionally with ``delta``,
     to also state the implied ε).
 
     * ``neighbours``: ``"add_remove"`` (default; one privacy unit added or removed, the root count
@@ -415,7 +415,7 @@ def noisy_counts(exact: np.ndarray, sigma2: Fraction, rng: RngLike = None) -> np
     """``exact + DG(σ²)`` elementwise: the Gaussian mechanism used for the root and every level.
 
     ``exact`` is an integer array; the noise is the exact discrete Gaussian
-    (:func:`privacy.noise.discrete_gaussian`), drawn in the array's (C) order.
+    (:func:`dphhh.privacy.noise.discrete_gaussian`), drawn in the array's (C) order.
     """
     arr = np.asarray(exact, dtype=np.int64)
     return arr + discrete_gaussian(sigma2, arr.shape, as_source(rng))
@@ -646,7 +646,7 @@ def inftda(
 
     Parameters:
         values: the elements (IPv4: uint32 addresses; path: ``/``-paths of ``h`` components).
-        hierarchy: an :class:`~sketches.hierarchy.IPv4Hierarchy` / ``PathHierarchy`` or its spec.
+        hierarchy: an :class:`~dphhh.sketches.hierarchy.IPv4Hierarchy` / ``PathHierarchy`` or its spec.
         params: :class:`InfTDAParams` (budget, neighbouring relation, contribution bound).
         domain: the public :class:`PathDomain` (required for path hierarchies, refused otherwise).
         rng: ``None`` (secure OS source, the production default), or a seed / numpy Generator /

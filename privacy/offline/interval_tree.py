@@ -14,7 +14,7 @@ depth form a contiguous index range, and the children of a node are contiguous
 Intervals are inclusive and 1-based: ``[lo, hi]`` contains the values ``lo, lo + 1, ..., hi``.
 
 Floating point (Mironov 2012): not applicable — no noise here; node counts are exact integers
-(raw data, used only inside :mod:`privacy.offline.lue_dptree`, which adds integer noise).
+(raw data, used only inside :mod:`dphhh.privacy.offline.lue_dptree`, which adds integer noise).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["IntervalTree", "Nested", "node_count"]
 

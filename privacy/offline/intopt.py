@@ -30,7 +30,7 @@ import numbers
 
 import numpy as np
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["int_opt"]
 

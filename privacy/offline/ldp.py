@@ -24,8 +24,8 @@ cell ``j`` counts ``Bin(c_j, p) + Bin(n − c_j, q)``; GRR: each true value's us
 multinomially), which ``tests/privacy/offline/test_ldp.py`` checks against per-user
 perturbation. It exists for large benchmarks only; the real deployment path is per user.
 
-All randomness comes from :mod:`privacy.noise` (``uniform01``, ``binomial``) through
-:func:`privacy.randomness.as_source` (``rng=None``: the secure OS source).
+All randomness comes from :mod:`dphhh.privacy.noise` (``uniform01``, ``binomial``) through
+:func:`dphhh.privacy.randomness.as_source` (``rng=None``: the secure OS source).
 
 Floating point (Mironov 2012): safe — no continuous noise is added anywhere; a report is bits
 (OUE) or an integer (GRR), each decided by a comparison ``u < p`` of a 53-bit uniform, so the
@@ -41,10 +41,10 @@ from typing import Literal
 
 import numpy as np
 
-from privacy.noise import binomial, uniform01
-from privacy.params import check_int, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
+from dphhh.privacy.noise import binomial, uniform01
+from dphhh.privacy.params import check_int, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "ORACLES",

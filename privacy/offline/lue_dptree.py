@@ -2,9 +2,9 @@
 interval tree, budgets that minimise the expected range-query error, and BLUE consistency.
 
 Mechanism. The data are elements with integer values in ``[1, n]`` (or their histogram). For an
-:class:`~privacy.offline.interval_tree.IntervalTree` over ``[1, n]`` every node x releases its
+:class:`~dphhh.privacy.offline.interval_tree.IntervalTree` over ``[1, n]`` every node x releases its
 integer count plus **discrete Laplace** noise with P(k) ∝ exp(−ε_x·|k|), i.e. scale 1/ε_x
-(:func:`privacy.noise.discrete_laplace_elementwise`, one scale per node, from the secure source
+(:func:`dphhh.privacy.noise.discrete_laplace_elementwise`, one scale per node, from the secure source
 unless a seed is injected). The per-node budgets ε_x are chosen before seeing the data (from the
 tree and a public query workload) so that the budgets on every root-to-leaf path sum to at most ε
 (exactly ε for the optimal budgets). Every released node value is an integer (docs/ALGORITHMS.md §3 "Integer
@@ -25,8 +25,8 @@ Floating point (Mironov 2012). The released node values are integers, and the se
 node can take is the same for neighbouring inputs (all integers), so the low-order bits of a printed value carry no information: the attack on
 ``x + Laplace`` computed in doubles (which makes some printed doubles possible for x and
 impossible for x + 1, see ``tests/privacy/offline/test_float_attack.py``) does not apply. The version before this one
-added continuous :func:`privacy.noise.laplace` noise in doubles and was exposed to it. The sampler
-(:func:`privacy.noise.discrete_laplace_elementwise`) is exact: its law is the ideal discrete
+added continuous :func:`dphhh.privacy.noise.laplace` noise in doubles and was exposed to it. The sampler
+(:func:`dphhh.privacy.noise.discrete_laplace_elementwise`) is exact: its law is the ideal discrete
 Laplace of each node's scale, with no resolution limit, so the release is ε-DP as stated.
 
 Budgets (docs/ALGORITHMS.md §9). With uniformly random range queries a node x is used by the canonical
@@ -42,7 +42,7 @@ so they stay optimal up to the O(ε_x²) term.
 Variances (a documented choice). Everything that weighs or predicts the noise — BLUE's weights
 (:func:`blue_estimates`) and the reported expected error (:func:`expected_query_error`) — uses by
 default (``noise="discrete_laplace"``) the exact variance of the noise actually added,
-σ_x² = 2q/(1 − q)² with q = e^{−ε_x} (:func:`privacy.noise.discrete_laplace_variance`), which is
+σ_x² = 2q/(1 − q)² with q = e^{−ε_x} (:func:`dphhh.privacy.noise.discrete_laplace_variance`), which is
 smaller than 2/ε_x². ``noise="laplace"`` gives the spec's analytic model σ_x² = 2/ε_x², in which
 the paper's regression anchors (10.667 / 8.250 / 6.667 / 5.357) are stated; the mechanism never
 adds continuous noise.
@@ -62,10 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from privacy.noise import discrete_laplace_elementwise, discrete_laplace_variance
-from privacy.params import check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
+from dphhh.privacy.noise import discrete_laplace_elementwise, discrete_laplace_variance
+from dphhh.privacy.params import check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
 
 from .interval_tree import IntervalTree, node_count
 
@@ -208,7 +208,7 @@ _WORKLOAD_CHUNK = 4_000_000
 
 def lue_memory_bytes(n: int, fanouts: int | Sequence[int], *, blue: bool = True, workload_ranges: int = 0) -> int:
     """Predicted peak memory (bytes) of building the tree over ``[1, n]`` (``fanouts`` as for
-    :func:`~privacy.offline.interval_tree.node_count`) and releasing it: a pure function of public
+    :func:`~dphhh.privacy.offline.interval_tree.node_count`) and releasing it: a pure function of public
     parameters.
 
     ``320·nodes`` (the tree is built from a nested Python description, about 300 bytes per node,

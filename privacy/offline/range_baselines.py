@@ -9,10 +9,10 @@
 * Uni: the uniform guess (volume of the range / volume of the domain); uses no data at all.
 
 Floating point (Mironov 2012): safe — HIO's only noise is OUE's randomised-response bits
-(:mod:`privacy.offline.ldp`), its printed estimates are post-processing of them, and Uni uses no
+(:mod:`dphhh.privacy.offline.ldp`), its printed estimates are post-processing of them, and Uni uses no
 data.
 
-Both return objects with the same ``answer`` interface as :class:`privacy.offline.ahead.RangeEstimator`.
+Both return objects with the same ``answer`` interface as :class:`dphhh.privacy.offline.ahead.RangeEstimator`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from privacy.offline.ahead import LDP_MODEL, RangeEstimator, _cells, _check_values, _pad_exponent, _random_groups
-from privacy.offline.ldp import Sampling, estimate_frequencies
-from privacy.params import check_int, check_positive
-from privacy.randomness import RandomSource, as_source
-from sketches.errors import UsageError
+from dphhh.privacy.offline.ahead import LDP_MODEL, RangeEstimator, _cells, _check_values, _pad_exponent, _random_groups
+from dphhh.privacy.offline.ldp import Sampling, estimate_frequencies
+from dphhh.privacy.params import check_int, check_positive
+from dphhh.privacy.randomness import RandomSource, as_source
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["HioParams", "hio", "UniformEstimator", "uniform_guess"]
 

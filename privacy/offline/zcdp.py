@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from privacy.params import check_open_unit, check_positive
-from sketches.errors import UsageError
+from dphhh.privacy.params import check_open_unit, check_positive
+from dphhh.sketches.errors import UsageError
 
 __all__ = ["rho_from_epsilon_delta", "epsilon_from_rho"]
 

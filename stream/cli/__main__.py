@@ -1,4 +1,4 @@
-"""``python -m stream.cli`` runs the ``dphhh`` command."""
+"""``python -m dphhh.stream.cli`` runs the ``dphhh`` command."""
 
 import sys
 

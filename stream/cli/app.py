@@ -1,6 +1,6 @@
 """The ``dphhh`` parser, the dispatch to one module per command, and how errors are shown.
 
-Errors: a :class:`~sketches.errors.DphhhError` (a usage error, an unreadable input, a failed job)
+Errors: a :class:`~dphhh.sketches.errors.DphhhError` (a usage error, an unreadable input, a failed job)
 prints ``dphhh <command>: error: <message>`` on one line and exits with its status (2 for usage
 errors, 1 otherwise); the owner prefix of library messages (``HHHParams: epsilon must …``) is
 rewritten into the option the user typed (``--epsilon must …``, :func:`user_message`). Kafka
@@ -21,7 +21,7 @@ from types import ModuleType
 
 from kafka.errors import KafkaError
 
-from sketches.errors import DphhhError
+from dphhh.sketches.errors import DphhhError
 
 from . import dashboard, demo, exact, hhh, plan, produce, reports, run, snapshot
 

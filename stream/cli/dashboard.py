@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .options import kafka_client_options, kafka_options
 

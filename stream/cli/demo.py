@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from connectors.files import INPUT_FORMATS
+from dphhh.connectors.files import INPUT_FORMATS
 
 from ..paths import DEMO_CAPTURE, capture
 from .hhh import run_report

@@ -11,9 +11,9 @@ import argparse
 import sys
 from typing import Any
 
-from connectors.skips import SkipCounter
-from connectors.spool import spooled_input
-from sketches.hierarchy import parse_hierarchy
+from dphhh.connectors.skips import SkipCounter
+from dphhh.connectors.spool import spooled_input
+from dphhh.sketches.hierarchy import parse_hierarchy
 
 from ..batch import exact_report
 from .options import TAU_HELP, input_options, parse_tau, weighting

@@ -14,14 +14,14 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from connectors.files import open_input
-from connectors.skips import SkipCounter
-from connectors.spool import spooled_input
-from privacy.checks import guarantee_warnings
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.plan import PlanInputs, suggest_epsilon
-from sketches.hierarchy import Hierarchy, parse_hierarchy
-from sketches.sizing import sketch_memory_bytes
+from dphhh.connectors.files import open_input
+from dphhh.connectors.skips import SkipCounter
+from dphhh.connectors.spool import spooled_input
+from dphhh.privacy.checks import guarantee_warnings
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.plan import PlanInputs, suggest_epsilon
+from dphhh.sketches.hierarchy import Hierarchy, parse_hierarchy
+from dphhh.sketches.sizing import sketch_memory_bytes
 
 from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory

@@ -5,13 +5,13 @@ grids from each column's ``--domain`` and ``--branching``, LUE-DPTree's interval
 ``--domain`` and fan-out, InfTDA's next level from the released previous one — and can be far
 larger than the machine (``snapshot ahead`` over two 16-bit columns pads them to a 65536 × 65536
 grid: hundreds of GiB). The command predicts them with the pure estimates of
-:mod:`privacy.offline` (``ahead_memory_bytes``, ``lue_memory_bytes``, ``inftda_level_memory_bytes``)
+:mod:`dphhh.privacy.offline` (``ahead_memory_bytes``, ``lue_memory_bytes``, ``inftda_level_memory_bytes``)
 and calls :func:`check_memory` *before* reading the input, so that a run which cannot finish is
 refused at once with the estimate and the option that reduces it, instead of being killed by
 the kernel after minutes of swapping.
 
 ``--max-memory SIZE`` (:func:`add_max_memory_option`; ``4GiB``, ``500MB``, ``2e9``; units as
-``dphhh plan``'s :func:`stream.cli.plan.parse_size`) sets the limit. **Default: 80 % of the
+``dphhh plan``'s :func:`dphhh.stream.cli.plan.parse_size`) sets the limit. **Default: 80 % of the
 memory available when the command starts** (``MemAvailable`` of ``/proc/meminfo``; where that is
 missing, the free physical pages of ``os.sysconf``), so that the rest of the machine keeps a
 margin. The estimates and the limit are public (parameters and the machine, never the data), so
@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from sketches.errors import UsageError
+from dphhh.sketches.errors import UsageError
 
 from .plan import parse_size
 
@@ -76,7 +76,7 @@ def default_max_memory() -> int:
 
 
 def parse_max_memory(text: str | None) -> int:
-    """``--max-memory`` in bytes: ``"4GiB"``, ``"500MB"``, ``"2e9"`` (:func:`~stream.cli.plan.parse_size`);
+    """``--max-memory`` in bytes: ``"4GiB"``, ``"500MB"``, ``"2e9"`` (:func:`~dphhh.stream.cli.plan.parse_size`);
     ``None`` (the option not given) is :func:`default_max_memory`."""
     if text is None:
         return default_max_memory()
@@ -112,7 +112,7 @@ def format_bytes(value: float) -> str:
 
 
 def check_memory(estimate_bytes: int, what: str, hint: str, limit: int) -> None:
-    """Raise :class:`~sketches.errors.UsageError` (exit 2) if ``estimate_bytes > limit``.
+    """Raise :class:`~dphhh.sketches.errors.UsageError` (exit 2) if ``estimate_bytes > limit``.
 
     ``what`` names the option that drives the estimate and the work, e.g. ``"--domain: AHEAD over
     65536 x 65536"``; ``hint`` says how to reduce it. The message reads ``"<what> needs ~34 GiB

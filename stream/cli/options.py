@@ -3,7 +3,7 @@
 One vocabulary across commands (README "Vocabulary"): ``--counters`` (κ, counters per sketch),
 ``--partitions`` (key partitions per level; Kafka partitions are ``--topic-partitions``),
 ``--tau`` (an absolute count, or a share of the window such as ``1%``), ``--format
-text|json|csv`` (:mod:`stream.cli.output`).
+text|json|csv`` (:mod:`dphhh.stream.cli.output`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import math
 import re
 from typing import Any
 
-from connectors.files import INPUT_FORMATS
-from connectors.flow_json import KEYS as FLOW_KEYS
-from connectors.flow_json import SCHEMAS as FLOW_SCHEMAS
-from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams, PrivacyBudget
-from privacy.unit import PrivacyUnit
-from sketches.errors import UsageError
+from dphhh.connectors.files import INPUT_FORMATS
+from dphhh.connectors.flow_json import KEYS as FLOW_KEYS
+from dphhh.connectors.flow_json import SCHEMAS as FLOW_SCHEMAS
+from dphhh.privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS, HHHParams, PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.sketches.errors import UsageError
 
 from ..batch import WEIGHTS, Weighting
 
@@ -87,7 +87,7 @@ def input_options(p: argparse.ArgumentParser) -> None:
 
 
 def weighting(args: argparse.Namespace) -> Weighting:
-    """The :class:`~stream.batch.Weighting` of the input options (unweighted without them)."""
+    """The :class:`~dphhh.stream.batch.Weighting` of the input options (unweighted without them)."""
     if not hasattr(args, "weight"):
         return Weighting()
     return Weighting(weight=args.weight, cap=args.weight_cap, flow_schema=args.flow_schema, flow_key=args.flow_key)

@@ -1,7 +1,7 @@
 """``dphhh plan``: what a setting can detect, before deploying (docs/calibration.md §7).
 
 Public inputs only (the expected window size is the user's guess, not the data's count); the
-numbers come from :func:`privacy.plan.make_plan`, the code path the reports use.
+numbers come from :func:`dphhh.privacy.plan.make_plan`, the code path the reports use.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
-from privacy.plan import PlanInputs, make_plan
-from sketches.errors import UsageError
-from sketches.hierarchy import parse_hierarchy
+from dphhh.privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
+from dphhh.privacy.plan import PlanInputs, make_plan
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import parse_hierarchy
 
 from .options import parse_tau
 from .output import add_format_option, output_format, render

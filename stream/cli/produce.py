@@ -7,8 +7,8 @@ import sys
 import time
 from typing import Any
 
-from connectors.files import INPUT_FORMATS
-from sketches.errors import UsageError
+from dphhh.connectors.files import INPUT_FORMATS
+from dphhh.sketches.errors import UsageError
 
 from .options import kafka_client_options, kafka_options
 
@@ -43,11 +43,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
-    from connectors.skips import SkipCounter
-    from connectors.spool import spooled_input
-    from connectors.synthetic import synthetic_addresses
-    from sketches.hierarchy import IPv4Hierarchy
+    from dphhh.connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
+    from dphhh.connectors.skips import SkipCounter
+    from dphhh.connectors.spool import spooled_input
+    from dphhh.connectors.synthetic import synthetic_addresses
+    from dphhh.sketches.hierarchy import IPv4Hierarchy
 
     from ..batch import iter_values
     from ..runner import LIVE_INPUT_TOPIC

@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from connectors.kafka_io import StableOffsetProbe, iter_committed_values, iter_to_end
+    from dphhh.connectors.kafka_io import StableOffsetProbe, iter_committed_values, iter_to_end
 
     from ..reports_stall import ReportsStallWatch, stall_limit_s
 

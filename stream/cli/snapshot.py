@@ -1,7 +1,7 @@
 """``dphhh snapshot hhh|inftda|ahead|lue``: the offline modules over one snapshot file.
 
-Every subcommand reads the whole snapshot (:mod:`connectors.snapshot`: text, pcap/pcapng, csv or
-JSON lines with ``--column``), runs one mechanism of :mod:`privacy.offline` and prints one JSON
+Every subcommand reads the whole snapshot (:mod:`dphhh.connectors.snapshot`: text, pcap/pcapng, csv or
+JSON lines with ``--column``), runs one mechanism of :mod:`dphhh.privacy.offline` and prints one JSON
 document (schema ``dphhh.snapshot/1``):
 
 ``{"schema", "module", "input": {"path", "format", "out_of_domain"}, "params", "guarantees",
@@ -14,7 +14,7 @@ the number skipped, not the number outside the domain. The only count printed is
 *unparsable* rows (not UTF-8, not an address, a bad csv/JSON row, not an integer, a missing
 column), on one stderr line labelled "operational, not private". Valid records of another kind
 (an IPv6 address where IPv4 is read, a path of another depth) are left out and counted nowhere
-(classification: :mod:`connectors.skips`). AHEAD's summary loses its user counts (``users``) and
+(classification: :mod:`dphhh.connectors.skips`). AHEAD's summary loses its user counts (``users``) and
 the thresholds and variances computed from them.
 
 **Out-of-domain values** (valid values outside the public ``--domain``), one rule per module:
@@ -39,24 +39,24 @@ for lue, ``fraction`` for ahead); at least one range is required, and every rang
 against the domain, before the input is read (a release without a question would spend the
 budget for nothing). Progress goes to stderr on long reads as a fraction of the file.
 
-**Memory guards** (:mod:`stream.cli.memory`, ``--max-memory``, default 80 % of the memory
+**Memory guards** (:mod:`dphhh.stream.cli.memory`, ``--max-memory``, default 80 % of the memory
 available at start): what follows from public parameters is predicted and refused *before the
 input is read* (and before standard input is spooled), with the estimate and the option that
 reduces it — AHEAD's dense grids (every column padded to the smallest power ``b^L`` of
-``--branching`` covering the largest ``--domain``, :func:`privacy.offline.ahead.ahead_memory_bytes`),
-LUE-DPTree's tree over ``--domain`` (:func:`privacy.offline.lue_dptree.lue_memory_bytes`), and
+``--branching`` covering the largest ``--domain``, :func:`dphhh.privacy.offline.ahead.ahead_memory_bytes`),
+LUE-DPTree's tree over ``--domain`` (:func:`dphhh.privacy.offline.lue_dptree.lue_memory_bytes`), and
 InfTDA's first level. InfTDA's later levels noise every public child of each *kept* prefix, a
 number known only once the previous level is released (it is public then: the progress line
 prints it); each level is checked then, before its arrays are allocated
-(:func:`privacy.offline.inftda.inftda_level_memory_bytes`), and a refusal prints nothing else.
+(:func:`dphhh.privacy.offline.inftda.inftda_level_memory_bytes`), and a refusal prints nothing else.
 ``snapshot hhh`` allocates in proportion to the distinct prefixes of the input only (not public).
 
 **Error statements.** ``hhh``: every reported prefix has ``verdict`` (``heavy`` / ``possible``,
 as ``dphhh hhh``), ``count`` and ``[lower, upper]``, an interval of its exact conditioned count
 holding for all reported prefixes at once with probability >= 1 − ``--beta``
-(:func:`privacy.offline.hhh_offline.with_intervals`). ``inftda``: every level has
+(:func:`dphhh.privacy.offline.hhh_offline.with_intervals`). ``inftda``: every level has
 ``error_bound``, a bound on ``|released − true|`` of each of its prefixes, jointly with probability
->= 1 − ``--beta`` (:meth:`privacy.offline.inftda.InfTDAResult.error_bound`, docs/ALGORITHMS.md §7).
+>= 1 − ``--beta`` (:meth:`dphhh.privacy.offline.inftda.InfTDAResult.error_bound`, docs/ALGORITHMS.md §7).
 IPv6 hierarchies (``--hierarchy ipv6:LENGTHS``) are read by ``hhh`` from text, csv or jsonl.
 """
 
@@ -71,10 +71,10 @@ from typing import Any
 
 import numpy as np
 
-from connectors.skips import NoReadableInput, no_readable_message
-from connectors.snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot
-from connectors.spool import spooled_input
-from sketches.errors import UsageError
+from dphhh.connectors.skips import NoReadableInput, no_readable_message
+from dphhh.connectors.snapshot import SNAPSHOT_FORMATS, SnapshotValues, read_snapshot
+from dphhh.connectors.spool import spooled_input
+from dphhh.sketches.errors import UsageError
 
 from .memory import add_max_memory_option, check_memory, parse_max_memory
 from .output import add_format_option, output_format, render
@@ -94,7 +94,7 @@ OUT_OF_DOMAIN = {
 }
 
 #: Bounds a --domain may have: integers too large for 64 bits, read as ±(2^63 - 1)
-#: (:data:`connectors.snapshot.INT_SATURATED`), then always lie outside it.
+#: (:data:`dphhh.connectors.snapshot.INT_SATURATED`), then always lie outside it.
 DOMAIN_LIMIT = 1 << 62
 
 
@@ -388,7 +388,7 @@ _HINTS = {
 
 def _read(args: argparse.Namespace, kind: str, *, users_public: bool = False, **kw: Any) -> SnapshotValues:
     """Read the snapshot (standard input and gzip files are spooled to a private temporary file
-    first, :func:`~connectors.spool.spooled_input`: here, after every check that needs no input);
+    first, :func:`~dphhh.connectors.spool.spooled_input`: here, after every check that needs no input);
     print the operational line of unparsable rows (stderr). An input without a readable value is
     released like any other (an error would tell it from the same input with one more value,
     docs/ALGORITHMS.md §0.1) — except where the number of users is public (``users_public``: AHEAD's
@@ -476,8 +476,14 @@ def _fanouts(args: argparse.Namespace) -> int | list[int]:
 
 
 def _run_lue(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.interval_tree import IntervalTree, node_count
-    from privacy.offline.lue_dptree import EXACT_BLUE_ERROR_MAX_N, LueParams, Workload, lue_dptree, lue_memory_bytes
+    from dphhh.privacy.offline.interval_tree import IntervalTree, node_count
+    from dphhh.privacy.offline.lue_dptree import (
+        EXACT_BLUE_ERROR_MAX_N,
+        LueParams,
+        Workload,
+        lue_dptree,
+        lue_memory_bytes,
+    )
 
     lo, hi = _domain(args.domain)
     n = hi - lo + 1
@@ -536,9 +542,9 @@ _INFTDA_HINT = (
 
 
 def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.inftda import InfTDAParams, PathDomain, inftda, inftda_level_memory_bytes
-    from privacy.params import check_open_unit
-    from sketches.hierarchy import parse_hierarchy
+    from dphhh.privacy.offline.inftda import InfTDAParams, PathDomain, inftda, inftda_level_memory_bytes
+    from dphhh.privacy.params import check_open_unit
+    from dphhh.sketches.hierarchy import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
     params = InfTDAParams(
@@ -599,11 +605,11 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.hhh_algorithm1 import algorithm1_hhh, algorithm1_min_tau
-    from privacy.offline.hhh_baseline import stability_histogram_hhh
-    from privacy.offline.hhh_offline import OfflineHHHParams
-    from privacy.offline.hhh_planner import plan_offline_hhh
-    from sketches.hierarchy import parse_hierarchy
+    from dphhh.privacy.offline.hhh_algorithm1 import algorithm1_hhh, algorithm1_min_tau
+    from dphhh.privacy.offline.hhh_baseline import stability_histogram_hhh
+    from dphhh.privacy.offline.hhh_offline import OfflineHHHParams
+    from dphhh.privacy.offline.hhh_planner import plan_offline_hhh
+    from dphhh.sketches.hierarchy import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
     if hierarchy.kind not in ("ipv4", "ipv6", "path"):
@@ -635,7 +641,7 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
     base, attempt = hierarchy, 0
     while True:  # hashed keys under a secret key; a chance collision: re-key and start over
         if base.hashed_keys:
-            from sketches.keyed import KeySecret
+            from dphhh.sketches.keyed import KeySecret
 
             hierarchy = base.keyed(
                 KeySecret.generate() if args.seed is None else KeySecret.from_seed(args.seed + attempt)
@@ -657,7 +663,7 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_ahead(args: argparse.Namespace) -> dict[str, Any]:
-    from privacy.offline.ahead import AheadParams, ahead_lle, ahead_memory_bytes, ahead_nd
+    from dphhh.privacy.offline.ahead import AheadParams, ahead_lle, ahead_memory_bytes, ahead_nd
 
     params = AheadParams(epsilon=args.epsilon, branching=args.branching, oracle=args.oracle)
     dims = max(len(args.column), 1)

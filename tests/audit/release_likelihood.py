@@ -3,7 +3,7 @@
 The audits of the stream release (docs/ALGORITHMS.md §3, §5) threshold the exact log-likelihood ratio (LLR)
 of the observed output under two neighbouring inputs. The sketch states are deterministic and
 known, and all noise is discrete Laplace with known scales (``P(k) = c·q^|k|``, ``q = e^{-1/b}``,
-``c = tanh(1/(2b))``, :func:`privacy.noise.discrete_laplace_pmf`), so the likelihood of an
+``c = tanh(1/(2b))``, :func:`dphhh.privacy.noise.discrete_laplace_pmf`), so the likelihood of an
 output can be computed exactly. For one sketch with counters ``C`` (variant ``fresh``) the output
 is the set S of keys that passed and their released values ``v_S``; the thresholding noise
 ``(γ, w)`` and the release noise ``(γ', w')`` are independent, so
@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 from scipy.special import logsumexp
 
-from privacy.release import ReleaseScales
+from dphhh.privacy.release import ReleaseScales
 
 __all__ = [
     "SketchSide",

@@ -53,11 +53,11 @@ import math
 import numpy as np
 import pytest
 
-from privacy.offline.hhh_algorithm1 import Algorithm1Scales, LevelOutcome, algorithm1_levels
-from privacy.offline.hhh_baseline import BaselineScales, baseline_levels
-from privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy
-from privacy.randomness import SeededRandomSource
-from sketches.hierarchy import parse_hierarchy
+from dphhh.privacy.offline.hhh_algorithm1 import Algorithm1Scales, LevelOutcome, algorithm1_levels
+from dphhh.privacy.offline.hhh_baseline import BaselineScales, baseline_levels
+from dphhh.privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.sketches.hierarchy import parse_hierarchy
 
 from .audit_tools import audit_statistics
 

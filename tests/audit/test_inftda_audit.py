@@ -4,7 +4,7 @@ InfTDA releases post-processing (IntOPT, dropping zeros) of Gaussian-mechanism o
 count (add/remove only) and, per level, the children of kept parents in a public domain. The
 noisy counts *before* IntOPT therefore carry all the privacy loss, and noising only the children
 of kept parents is a restriction of noising the whole level. The audit draws those noisy counts
-from the real core (:func:`privacy.offline.inftda.noisy_counts`, the exact discrete Gaussian, with
+from the real core (:func:`dphhh.privacy.offline.inftda.noisy_counts`, the exact discrete Gaussian, with
 the calibration of :meth:`InfTDAParams.calibration`) on neighbouring datasets, one case per case
 of the sensitivity argument, for a one-level hierarchy (root + one level, the whole budget):
 
@@ -29,9 +29,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_gaussian_pmf
-from privacy.offline.inftda import InfTDACalibration, InfTDAParams, noisy_counts
-from privacy.randomness import SeededRandomSource
+from dphhh.privacy.noise import discrete_gaussian_pmf
+from dphhh.privacy.offline.inftda import InfTDACalibration, InfTDAParams, noisy_counts
+from dphhh.privacy.randomness import SeededRandomSource
 
 from .audit_tools import audit_statistics
 

@@ -24,8 +24,8 @@ import math
 import numpy as np
 import pytest
 
-from privacy.offline import ldp
-from privacy.offline.ldp import _grr_reports, _oue_bits
+from dphhh.privacy.offline import ldp
+from dphhh.privacy.offline.ldp import _grr_reports, _oue_bits
 
 from .audit_tools import audit_statistics
 

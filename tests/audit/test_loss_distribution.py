@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from privacy.noise import discrete_laplace
+from dphhh.privacy.noise import discrete_laplace
 
 from .loss_distribution import audit_identical_parts, size_term
 

@@ -34,9 +34,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace_pmf
-from privacy.offline.interval_tree import IntervalTree
-from privacy.offline.lue_dptree import blue_estimates, noisy_node_values, optimal_budgets, path_sums, uniform_budgets
+from dphhh.privacy.noise import discrete_laplace_pmf
+from dphhh.privacy.offline.interval_tree import IntervalTree
+from dphhh.privacy.offline.lue_dptree import (
+    blue_estimates,
+    noisy_node_values,
+    optimal_budgets,
+    path_sums,
+    uniform_budgets,
+)
 
 from .audit_tools import audit_statistics
 

@@ -2,9 +2,9 @@
 
 Mechanism under audit, as the stream job runs it for a pair hierarchy: ``ipv4:8,16,24,32 x
 ipv4:8,16,24,32`` has H = 24 sketched lattice nodes, one Misra-Gries sketch each (P = 1,
-:class:`~sketches.level_sketches.LevelSketches`), and every element is inserted into all H of them.
-:func:`privacy.window.release_window` releases each node's sketch by
-:func:`~privacy.window.release_sketch` with h := H — :func:`privacy.release.release_level` at
+:class:`~dphhh.sketches.level_sketches.LevelSketches`), and every element is inserted into all H of them.
+:func:`dphhh.privacy.window.release_window` releases each node's sketch by
+:func:`~dphhh.privacy.window.release_sketch` with h := H — :func:`dphhh.privacy.release.release_level` at
 ``(ε_r/H, δ/H)`` per sketch (ε_r = (1 − s)·ε, default ``tight`` calibration, variant ``fresh``)
 — and the window size once, at level 1, at ``(s·ε, 0)``. The claim: (ε, δ)-DP for pair streams
 that differ in one element (docs/ALGORITHMS.md §0, §3 guarantee, §11).
@@ -27,8 +27,8 @@ the mechanism it audits; DP must hold for all of them).
 
 Only the noise is sampled: the sketches are built once, and each node's output is drawn
 ``TRIALS`` times per side, vectorised, through ``release_sketch``'s own core
-(:func:`privacy.release.release_arrays`, the size by :func:`privacy.noise.discrete_laplace`), in
-``release_window``'s order, from a :class:`~privacy.randomness.SeededRandomSource`;
+(:func:`dphhh.privacy.release.release_arrays`, the size by :func:`dphhh.privacy.noise.discrete_laplace`), in
+``release_window``'s order, from a :class:`~dphhh.privacy.randomness.SeededRandomSource`;
 ``test_audited_core_is_what_the_pair_release_draws`` checks draw for draw that this is what
 ``release_sketch`` and ``release_window`` produce on these pair sketches.
 
@@ -101,16 +101,16 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from privacy.calibration import WindowCalibration
-from privacy.noise import discrete_laplace
-from privacy.params import HHHParams
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, release_arrays, release_level
-from privacy.stream_size import noisy_size
-from privacy.window import assemble_report, release_sketch, release_window
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.pairs import PairHierarchy
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, release_arrays, release_level
+from dphhh.privacy.stream_size import noisy_size
+from dphhh.privacy.window import assemble_report, release_sketch, release_window
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.pairs import PairHierarchy
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
 from .loss_distribution import LossAudit, audit_identical_parts, size_term

@@ -8,7 +8,7 @@ Neighbouring sketch states follow the cases of Lemma 4.1.1 / the proof of Theore
   which 10^6 samples cannot see; δ is checked analytically in ``test_enter_probability_below_delta``).
 
 Each audit draws 10^6 noisy releases per side from the real vectorised core
-(:func:`privacy.release.release_arrays`) with a seeded generator and fails if the Clopper–Pearson
+(:func:`dphhh.privacy.release.release_arrays`) with a seeded generator and fails if the Clopper–Pearson
 ε lower bound exceeds the claimed ε (α = 1e-3 per bound; see ``audit_tools``). Candidate
 statistics: sum, min, max of the released values, the focus key's value, the pass count and, for
 ``fresh``, the exact log-likelihood ratio of the whole output (:mod:`.release_likelihood`), with
@@ -37,10 +37,10 @@ import math
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, release_arrays, release_level
-from privacy.stream_size import size_scale
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, release_arrays, release_level
+from dphhh.privacy.stream_size import size_scale
 
 from .audit_tools import AuditResult, audit_statistics, stable_seed
 from .release_likelihood import SketchSide, sketch_log_likelihood

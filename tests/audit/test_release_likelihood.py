@@ -12,9 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace_pmf
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, release_arrays
+from dphhh.privacy.noise import discrete_laplace_pmf
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, release_arrays
 
 from .release_likelihood import (
     SketchSide,

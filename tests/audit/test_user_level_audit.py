@@ -10,12 +10,12 @@ Neighbouring streams differ in **all elements of one privacy unit** u:
   prefix is released.
 
 Mechanism under audit, exactly as the stream job runs it: ``UnitCap(m)`` over the stream in
-arrival order → :class:`~sketches.level_sketches.LevelSketches` (``ipv4:8,16``, h = 2) →
-:func:`privacy.window.release_window` with :class:`~privacy.params.HHHParams` at
+arrival order → :class:`~dphhh.sketches.level_sketches.LevelSketches` (``ipv4:8,16``, h = 2) →
+:func:`dphhh.privacy.window.release_window` with :class:`~dphhh.privacy.params.HHHParams` at
 ``PrivacyUnit("user", …, m).event_budget((ε, δ))``. The sketches are deterministic, so they are
 built once per side; the noise of every sketch release and every private sub-stream size is then
 drawn 10^6 times per side, vectorised, through the same core ``release_window`` runs
-(:func:`privacy.release.release_arrays` and :func:`privacy.noise.discrete_laplace` at the
+(:func:`dphhh.privacy.release.release_arrays` and :func:`dphhh.privacy.noise.discrete_laplace` at the
 calibration's size scale; with one partition the window size is released once, by level 1); ``test_audited_core_is_what_release_window_draws``
 checks that identity draw for draw.
 
@@ -48,16 +48,16 @@ import math
 import numpy as np
 import pytest
 
-from privacy.calibration import WindowCalibration
-from privacy.noise import discrete_laplace
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, release_arrays
-from privacy.unit import PrivacyUnit
-from privacy.unit_cap import UnitCap, unit_keys_of
-from privacy.window import release_sketch, release_window
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, release_arrays
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.privacy.unit_cap import UnitCap, unit_keys_of
+from dphhh.privacy.window import release_sketch, release_window
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
 
 from .audit_tools import audit_statistics, stable_seed
 from .release_likelihood import size_log_likelihood, sketch_pair_llr
@@ -364,7 +364,7 @@ def test_calibration_accounting() -> None:
     rel = params.release_budget
     h = parse_hierarchy(HIERARCHY).h
     scales, _ = _scales(params, h)
-    from privacy.tails import dlap_sum_tail
+    from dphhh.privacy.tails import dlap_sum_tail
 
     charged = 2 * math.exp(rel.epsilon / h) * dlap_sum_tail(scales.integer_threshold - 1, scales.gamma, scales.w)
     assert h * charged <= rel.delta

@@ -7,9 +7,9 @@ Neighbouring streams differ in **one record of weight W** (a flow record counted
   the /16's count in B sits just below the release threshold, so that record decides whether the
   prefix is released.
 
-Mechanism under audit, as the job runs it: weights clipped to W (:func:`sketches.misra_gries.clip_weights`)
-→ :class:`~sketches.level_sketches.LevelSketches` with weights (each record = W unit inserts in a
-row) → the window release with :class:`~privacy.params.HHHParams` at
+Mechanism under audit, as the job runs it: weights clipped to W (:func:`dphhh.sketches.misra_gries.clip_weights`)
+→ :class:`~dphhh.sketches.level_sketches.LevelSketches` with weights (each record = W unit inserts in a
+row) → the window release with :class:`~dphhh.privacy.params.HHHParams` at
 ``PrivacyUnit(weight_cap=W, weight="packets").event_budget((ε, δ))`` = (ε/W, δ/(W·e^ε)). The
 sketches are deterministic; the noise is drawn 10^6 times per side through the audited core of
 ``release_window`` (``test_user_level_audit._draw``, checked there draw for draw against
@@ -32,11 +32,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.unit import PrivacyUnit
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import clip_weights
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import clip_weights
 
 from .audit_tools import stable_seed
 from .test_user_level_audit import (

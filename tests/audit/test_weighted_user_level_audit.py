@@ -3,7 +3,7 @@
 Flow records at user level per source host (``privacy.unit_key = "source-ipv4"``, ``unit_cap = m``,
 weighted by bytes with ``input.weight_cap = W``): the cap keeps each unit's first m *records*, each
 record's weight is clipped to W, so one unit adds at most m·W unit elements, and the mechanism runs
-at the group calibration over m·W (:meth:`privacy.unit.PrivacyUnit.event_budget`).
+at the group calibration over m·W (:meth:`dphhh.privacy.unit.PrivacyUnit.event_budget`).
 
 Neighbours differ in all records of one unit u, on the user-level audit's streams
 (:mod:`tests.audit.test_user_level_audit`: base records of many units, some above the cap; stream A
@@ -12,8 +12,8 @@ adds ``M = 8m`` records of u, interleaved at fixed positions, whose addresses sh
 and (case ``one_key``) u's /16 sits just below the release threshold T*; in case ``shift`` the
 sketches are full (``shift_streams``: κ keys just above T*) and each of u's kept records is a new
 key, so its W unit inserts decrement every counter W times. Mechanism under audit, as the stream
-job runs it: ``UnitCap(m)`` in arrival order → :func:`~sketches.misra_gries.clip_weights` at W →
-:class:`~sketches.level_sketches.LevelSketches` with weights → the window release (the same
+job runs it: ``UnitCap(m)`` in arrival order → :func:`~dphhh.sketches.misra_gries.clip_weights` at W →
+:class:`~dphhh.sketches.level_sketches.LevelSketches` with weights → the window release (the same
 vectorised core and statistics as the user-level audit, the window's exact log-likelihood ratio
 among them; 10^6 draws per side for one_key, 2.5·10^5 for shift; Clopper–Pearson at α = 1e-3 per
 bound). Measured ε_lb against ε = 1: the correct calibration 0.54 (one_key) and 0.77 (shift),
@@ -30,12 +30,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.params import PrivacyBudget
-from privacy.unit import PrivacyUnit
-from privacy.unit_cap import UnitCap, unit_keys_of
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import clip_weights
+from dphhh.privacy.params import PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.privacy.unit_cap import UnitCap, unit_keys_of
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import clip_weights
 
 from .audit_tools import stable_seed
 from .test_user_level_audit import (

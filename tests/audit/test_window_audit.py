@@ -1,7 +1,7 @@
 """Privacy audit of one whole window's release at h = 4 levels, P = 2 key partitions (docs/ALGORITHMS.md §10).
 
 Mechanism under audit, as the stream job runs it (docs/ALGORITHMS.md §2, §3, §5): every (level, partition)
-sketch is released by :func:`privacy.window.release_sketch` — Algorithm 3 (``fresh``) at the
+sketch is released by :func:`dphhh.privacy.window.release_sketch` — Algorithm 3 (``fresh``) at the
 release budget ``((1 − s)·ε, δ)`` over h levels, and its sub-stream size ``n + DLap(h/(s·ε))`` at
 the size budget ``(s·ε, 0)`` (``HHHParams.size_budget``). The claim is (ε, δ) = (1, 1e-6) for the
 window with respect to one added element.
@@ -10,8 +10,8 @@ Neighbours (:mod:`.window_neighbours`): for each case of the proof (docs/ALGORIT
 B and A = B + x are sketched by the job's ``LevelSketches``; x changes one sketch per level (the
 partition its prefix hashes to) and that sketch's size, nothing else (asserted). The sketches are
 deterministic; only the noise is drawn, 10^6 times per side, vectorised, through the same core
-``release_sketch`` runs (:func:`privacy.release.release_arrays`, :func:`privacy.noise.discrete_laplace`
-at :func:`privacy.stream_size.size_scale`), in its order — ``test_audited_core_is_what_the_window_release_draws``
+``release_sketch`` runs (:func:`dphhh.privacy.release.release_arrays`, :func:`dphhh.privacy.noise.discrete_laplace`
+at :func:`dphhh.privacy.stream_size.size_scale`), in its order — ``test_audited_core_is_what_the_window_release_draws``
 checks that identity draw for draw over all h·P sketches.
 
 Statistic: the exact log-likelihood ratio ``ln P_A(o)/P_B(o)`` of the whole window's output o
@@ -57,12 +57,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace
-from privacy.params import HHHParams
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, release_arrays
-from privacy.stream_size import size_scale
-from privacy.window import release_sketch, release_window
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, release_arrays
+from dphhh.privacy.stream_size import size_scale
+from dphhh.privacy.window import release_sketch, release_window
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
 from .release_likelihood import log_dlap, log_tail_at_least, size_log_likelihood, sketch_pair_llr

@@ -1,7 +1,7 @@
 """Neighbouring windows at h = 4, P = 2 for the window-release audit (docs/ALGORITHMS.md §2, §3, §5, §10).
 
 Each case of the proof of the per-level release (Lemma 4.1.1, docs/ALGORITHMS.md §2 and §3) is built through the
-job's own sketching code (:class:`~sketches.level_sketches.LevelSketches`, ``ipv4:8,16,24,32``, P = 2
+job's own sketching code (:class:`~dphhh.sketches.level_sketches.LevelSketches`, ``ipv4:8,16,24,32``, P = 2
 key partitions): stream B, and stream A = B plus one element x at a fixed position. x's prefix at
 level ℓ goes to the partition ``hash(prefix_ℓ(x)) mod P`` (docs/ALGORITHMS.md §2), so A and B differ in exactly
 one (level, partition) sketch per level — its counters as the case says, and its sub-stream size by
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.partition import partition_of
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.partition import partition_of
 
 __all__ = ["HIERARCHY", "PARTITIONS", "CASES", "Neighbours", "build", "check_neighbours", "partitions_of"]
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-import connectors.flow_json as fj
+import dphhh.connectors.flow_json as fj
 
 DATA = Path(__file__).with_name("data")
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from connectors.decode import MessageDecoder
-from connectors.kafka_io import pack_ipv4
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.kafka_io import pack_ipv4
 
 
 def test_packed_batches_decode_big_endian() -> None:
@@ -140,7 +140,7 @@ def test_flow_records_as_source_destination_pairs() -> None:
 def test_a_pair_hierarchy_configures_its_inputs() -> None:
     """A pair hierarchy reads packed pairs or flow records (flow_key becomes "pair"), weighted or not,
     at event level or per source host; other formats, unit keys and IPv6 pairs are refused."""
-    from stream.config import ConfigError, load_config
+    from dphhh.stream.config import ConfigError, load_config
 
     spec = "hierarchy.spec=ipv4:8,16 x ipv4:8,16"
     cfg = load_config(None, environ={}, overrides=[spec, "input.format=flow-json"])

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import connectors.flow_json as fj
-from connectors.flow_json import MAX_COUNTER, REASONS, FlowJsonDecoder, iter_flow_file, split_json_lines
-from connectors.skips import EXCLUDED, UNPARSABLE, SkipCounter
+import dphhh.connectors.flow_json as fj
+from dphhh.connectors.flow_json import MAX_COUNTER, REASONS, FlowJsonDecoder, iter_flow_file, split_json_lines
+from dphhh.connectors.skips import EXCLUDED, UNPARSABLE, SkipCounter
 
 from .flow_capture import BASE_US, FLOWS, expected_totals
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.flow_json import FlowJsonDecoder
+from dphhh.connectors.flow_json import FlowJsonDecoder
 
 from .flow_capture import expected_totals, write_mixed_pcap
 
@@ -25,7 +25,7 @@ PIPELINE = ROOT / "deploy" / "flow-pipeline.sh"
 
 @pytest.fixture(scope="module")
 def broker():
-    from stream.broker import LocalBroker
+    from dphhh.stream.broker import LocalBroker
 
     subprocess.run(
         ["bash", str(ROOT / "deploy" / "install-flow-tools.sh")], check=True, capture_output=True, timeout=900

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from connectors.kafka_io import client_kwargs, java_client_properties, parse_jaas_login
+from dphhh.connectors.kafka_io import client_kwargs, java_client_properties, parse_jaas_login
 
 SECRET = "s3cr3t-Pa55"
 PLAIN = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dphhh" password="{SECRET}";'

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors import pcap
-from connectors.files import INPUT_FORMATS, detect_format, open_input
-from connectors.pcap import (
+from dphhh.connectors import pcap
+from dphhh.connectors.files import INPUT_FORMATS, detect_format, open_input
+from dphhh.connectors.pcap import (
     iter_capture_sources,
     read_capture_sources,
     read_pcap_sources,
     read_pcapng_sources,
 )
-from connectors.skips import SkipCounter
-from stream.paths import data_dir
+from dphhh.connectors.skips import SkipCounter
+from dphhh.stream.paths import data_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CAPTURE_DIR = data_dir() / "pcaps"
@@ -692,8 +692,8 @@ def test_ip_lengths_beside_sources(tmp_path) -> None:
 
     import numpy as np
 
-    from connectors.pcap import iter_capture_sources, iter_capture_sources_with_lengths
-    from connectors.skips import SkipCounter
+    from dphhh.connectors.pcap import iter_capture_sources, iter_capture_sources_with_lengths
+    from dphhh.connectors.skips import SkipCounter
 
     def ipv4(src: bytes, total: int) -> bytes:  # an IPv4 header (20 bytes) + payload up to `total`
         head = bytes([0x45, 0]) + struct.pack(">H", total) + bytes(8) + src + bytes([192, 0, 2, 1])

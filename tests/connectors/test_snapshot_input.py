@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.snapshot import read_snapshot, snapshot_format
-from stream.paths import DEMO_CAPTURE, capture
+from dphhh.connectors.snapshot import read_snapshot, snapshot_format
+from dphhh.stream.paths import DEMO_CAPTURE, capture
 
 CAPTURE = capture(DEMO_CAPTURE)
 
@@ -98,8 +98,8 @@ def test_an_ipv6_address_where_ipv4_is_read_is_a_valid_record_of_another_family(
 
 def test_parse_ipv6_records_counts_dotted_quads_as_another_family() -> None:
     """In an IPv6 run a dotted quad is ``wrong_family``; a bad line is ``bad_ipv6``."""
-    from connectors.skips import SkipCounter
-    from connectors.snapshot import parse_ipv6_records
+    from dphhh.connectors.skips import SkipCounter
+    from dphhh.connectors.snapshot import parse_ipv6_records
 
     skips = SkipCounter()
     hi, lo = parse_ipv6_records(["2001:db8::1", "10.0.0.1", "zz::zz::1", "::1"], skips)
@@ -110,7 +110,7 @@ def test_parse_ipv6_records_counts_dotted_quads_as_another_family() -> None:
 def test_integers_too_large_for_64_bits_saturate_instead_of_being_bad_rows(tmp_path: Path) -> None:
     """A huge integer literal is a valid value (kept at ±(2^63 - 1), outside every domain), not a bad
     row; leading zeros and signs are read; other literals are ``bad_int``."""
-    from connectors.snapshot import INT_SATURATED
+    from dphhh.connectors.snapshot import INT_SATURATED
 
     f = tmp_path / "v.csv"
     f.write_text("v\n" + "9" * 5000 + "\n-" + "1" * 30 + "\n+0000000000000000000000042\n-7\n١٢\n4.5\n")
@@ -123,8 +123,8 @@ def test_a_pair_line_with_an_ipv6_side_is_another_family_not_a_bad_pair() -> Non
     """'A B' lines where a side is an IPv6 address are valid records of another family — somebody's
     data: counted as wrong_family (excluded, never shown), not as the operational bad_pair; lines
     that are not two addresses stay bad_pair (an independent review's finding)."""
-    from connectors.skips import SkipCounter
-    from connectors.snapshot import parse_ipv4_pair_records
+    from dphhh.connectors.skips import SkipCounter
+    from dphhh.connectors.snapshot import parse_ipv4_pair_records
 
     skips = SkipCounter()
     first, second = parse_ipv4_pair_records(

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors import text
-from connectors.files import open_input
-from connectors.skips import SkipCounter
-from connectors.text import iter_text_lines, parse_ipv4, parse_ipv6, parse_paths
+from dphhh.connectors import text
+from dphhh.connectors.files import open_input
+from dphhh.connectors.skips import SkipCounter
+from dphhh.connectors.text import iter_text_lines, parse_ipv4, parse_ipv6, parse_paths
 
 # --------------------------------------------------------------------------------------------
 # SkipCounter

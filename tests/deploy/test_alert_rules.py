@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml  # PyYAML, a dependency of apache-flink (via apache-beam)
 
-from stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
+from dphhh.stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml  # PyYAML, a dependency of apache-flink (via apache-beam)
 
-from stream.config import load_config
-from stream.job import METRIC_INCLUDES
+from dphhh.stream.config import load_config
+from dphhh.stream.job import METRIC_INCLUDES
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ROOT = DEPLOY.parent
@@ -24,7 +24,7 @@ def _flink_version() -> str:
 
 
 def test_flink_deployment_runs_the_entry_module_with_the_pinned_flink(tmp_path: Path) -> None:
-    """The FlinkDeployment runs stream.flink_entry through PyFlink's driver jar of the pinned version,
+    """The FlinkDeployment runs dphhh.stream.flink_entry through PyFlink's driver jar of the pinned version,
     with the job's metrics filter and log filters, its parallelism and the mounted configuration."""
     docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "flink-deployment.yaml").read_text()))
     assert len(docs) == 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from stream.paths import deploy_dir
+from dphhh.stream.paths import deploy_dir
 
 OURS = deploy_dir() / "flink" / "log4j-no-raw-counts.properties"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml  # PyYAML, a dependency of apache-flink (via apache-beam)
 
-from stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
+from dphhh.stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "dphhh.json"

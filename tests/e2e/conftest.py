@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from stream.broker import LocalBroker
+from dphhh.stream.broker import LocalBroker
 
 
 @pytest.fixture(scope="session")

@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from connectors.decode import MessageDecoder
-from connectors.kafka_io import PackedProducer, read_to_end
-from sketches.misra_gries import MisraGries
-from stream.clock import is_tick
-from stream.config import load_config
-from stream.runner import ensure_job_topics
-from stream.schedule import LIVE, ReleaseSchedule
-from stream.wire import expand
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.kafka_io import PackedProducer, read_to_end
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.clock import is_tick
+from dphhh.stream.config import load_config
+from dphhh.stream.runner import ensure_job_topics
+from dphhh.stream.schedule import LIVE, ReleaseSchedule
+from dphhh.stream.wire import expand
 
 BOOTSTRAP = "127.0.0.1:9092"
 DPHHH = str(Path(sys.executable).with_name("dphhh"))
@@ -86,7 +86,7 @@ def replay_window(base: int, windows: int, size: int, **more: Any) -> dict[str, 
 
 
 def publish(config: Path, messages: Iterable[tuple[int | None, bytes]]):
-    """Create and check the job's topics as the job does (:func:`stream.runner.ensure_job_topics`: a
+    """Create and check the job's topics as the job does (:func:`dphhh.stream.runner.ensure_job_topics`: a
     live input records arrival times) and publish ``messages`` ((timestamp or None, value)); returns
     (the configuration, the open producer)."""
     cfg = load_config(config, environ={})
@@ -110,7 +110,7 @@ def run_replay(
 
 
 def read_now(options, topic: str) -> list[tuple[int, bytes]]:
-    """Every committed record of ``topic`` up to its end now (see :func:`connectors.kafka_io.read_to_end`)."""
+    """Every committed record of ``topic`` up to its end now (see :func:`dphhh.connectors.kafka_io.read_to_end`)."""
     return read_to_end(options, topic)
 
 
@@ -180,7 +180,7 @@ def offline_sketches(cfg, messages, schedule: ReleaseSchedule) -> dict[tuple[int
         json_time_field=i["json_time_field"] or None,
         path_depth=cfg.hierarchy.h,
     )
-    from sketches.keyed import KeySecret
+    from dphhh.sketches.keyed import KeySecret
 
     groups: dict[tuple[int, int], dict[int, list[np.ndarray]]] = {}
     for ts, value in messages:

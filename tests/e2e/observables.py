@@ -97,7 +97,7 @@ def topic_reader(options: dict, topic: str, isolation: str) -> Callable[[], list
     0 of ``topic``, read with ``isolation`` (``read_committed`` or ``read_uncommitted``)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from connectors.kafka_io import _open_client
+    from dphhh.connectors.kafka_io import _open_client
 
     consumer = _open_client(KafkaConsumer, options, group_id=None, enable_auto_commit=False, isolation_level=isolation)
     tp = TopicPartition(topic, 0)

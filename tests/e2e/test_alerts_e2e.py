@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from connectors.kafka_io import pack_ipv4
+from dphhh.connectors.kafka_io import pack_ipv4
 from tests.e2e.jobs import JOB, interrupt, live_origin, publish, reports, sleep_until, wait_for, write_config
 from tests.e2e.net import free_port
 from tests.e2e.prom import (

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
-from stream.clock import ClockTicker
-from stream.job import replay_clock
-from stream.runner import LIVE_INPUT_TOPIC
+from dphhh.connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
+from dphhh.stream.clock import ClockTicker
+from dphhh.stream.job import replay_clock
+from dphhh.stream.runner import LIVE_INPUT_TOPIC
 from tests.e2e.jobs import BOOTSTRAP, JOB, input_log, offline_sketches, replay_window, reports, write_config
 
 SIZE = 1_000  # 1-s windows of 10 epochs: the log is written on the wall clock
@@ -84,7 +84,7 @@ def _replay(
         flink=flink,
         output={"test_slow_decode_ms": slow_ms},
     )
-    from stream.config import load_config
+    from dphhh.stream.config import load_config
 
     cfg = load_config(config, environ={})
     assert replay_clock(cfg)  # the replay's watermark follows the log's clock records
@@ -109,7 +109,7 @@ def test_the_same_log_replayed_with_other_timing_gives_identical_sketches_and_re
         assert other_dumps == dumps  # byte-identical sketches
         assert other_reports == published  # and, with the same seed, identical reports
     assert [json.loads(r)["window"]["start_ms"] for r in published] == [base, base + SIZE, base + 2 * SIZE]
-    from sketches.misra_gries import MisraGries
+    from dphhh.sketches.misra_gries import MisraGries
 
     oracle = offline_sketches(cfg, input_log(cfg), cfg.schedule(base))
     got = {}

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from privacy.params import HHHParams
-from sketches.hierarchy import parse_hierarchy
-from stream.batch import batch_report
-from stream.paths import DEMO_CAPTURE, capture
+from dphhh.privacy.params import HHHParams
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.stream.batch import batch_report
+from dphhh.stream.paths import DEMO_CAPTURE, capture
 from tests.e2e.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

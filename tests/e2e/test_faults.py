@@ -41,10 +41,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.kafka_io import PackedProducer, pack_ipv4
-from stream.broker import LocalBroker
-from stream.config import load_config
-from stream.ledger import ReleaseLedger
+from dphhh.connectors.kafka_io import PackedProducer, pack_ipv4
+from dphhh.stream.broker import LocalBroker
+from dphhh.stream.config import load_config
+from dphhh.stream.ledger import ReleaseLedger
 from tests.e2e.jobs import (
     BOOTSTRAP,
     JOB,

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.flow_json import FlowJsonDecoder
-from connectors.kafka_io import read_to_end
-from connectors.pcap import iter_capture_sources_with_lengths
-from connectors.skips import SkipCounter
-from sketches.exact import exact_hhh
-from sketches.hierarchy import IPv4Hierarchy
-from stream.paths import DEMO_CAPTURE, capture
+from dphhh.connectors.flow_json import FlowJsonDecoder
+from dphhh.connectors.kafka_io import read_to_end
+from dphhh.connectors.pcap import iter_capture_sources_with_lengths
+from dphhh.connectors.skips import SkipCounter
+from dphhh.sketches.exact import exact_hhh
+from dphhh.sketches.hierarchy import IPv4Hierarchy
+from dphhh.stream.paths import DEMO_CAPTURE, capture
 from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, reports, write_config
 from tests.e2e.net import free_port
 
@@ -117,7 +117,7 @@ def test_collector_flow_records_through_the_job(broker, flow_tools, tmp_path: Pa
     assert sorted(sketches) == [(origin, sid) for sid in range(4)]
     assert {s.total for s in sketches.values()} == {int(clipped.sum())}  # the flows' bytes, each clipped at W
 
-    from stream.config import load_config
+    from dphhh.stream.config import load_config
 
     (raw,) = reports(load_config(config, environ={}))
     report = json.loads(raw)

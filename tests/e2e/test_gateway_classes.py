@@ -6,7 +6,7 @@ gateway thread (a new connection) whenever two Python threads used the gateway a
 a garbage-collection finaliser run by any thread of ``dphhh run`` is such a use. A later lookup of
 ``io.dphhh.flink.MessageBatcher`` then failed with "Could not found the Java class" — a job start
 that failed at random under load (seen once in CI: the publication-time test's job never started).
-:func:`stream.job.prepare_gateway` now puts the job's jars on the gateway's class path.
+:func:`dphhh.stream.job.prepare_gateway` now puts the job's jars on the gateway's class path.
 
 The test provokes the second connection on purpose and checks it did (the lookup runs on a gateway
 thread whose context class loader lacks the jars), then looks the classes up there. On the engine
@@ -22,7 +22,7 @@ from tests.fresh_interpreter import run_json
 SCRIPT = r"""
 import json, sys, threading
 from pathlib import Path
-from stream.job import job_jars, prepare_gateway
+from dphhh.stream.job import job_jars, prepare_gateway
 
 prepare_gateway(Path(sys.argv[1]))
 from pyflink.common import Configuration

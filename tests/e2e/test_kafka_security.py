@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka_io import read_to_end, wait_for_broker
-from stream.broker import LocalBroker
-from stream.config import load_config
+from dphhh.connectors.kafka_io import read_to_end, wait_for_broker
+from dphhh.stream.broker import LocalBroker
+from dphhh.stream.config import load_config
 
 # how a refusal is seen follows the load (beside the plain tests, when they took a third of the CPU, a
 # wrong password once showed as a bare disconnect; beside two CPU hogs: 15 of 15 refusals named): so

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.kafka_io import open_client, pack_ipv4
-from stream.ledger import ReleaseLedger
+from dphhh.connectors.kafka_io import open_client, pack_ipv4
+from dphhh.stream.ledger import ReleaseLedger
 from tests.e2e.jobs import (
     JOB,
     dumped,

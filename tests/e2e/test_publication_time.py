@@ -45,7 +45,7 @@ from statistics import median
 import numpy as np
 import pytest
 
-from connectors.kafka_io import _open_client, pack_ipv4
+from dphhh.connectors.kafka_io import _open_client, pack_ipv4
 from tests.e2e.jobs import DPHHH, JOB, interrupt, live_origin, publish, sleep_until, wait_for, write_config
 from tests.e2e.net import free_port
 from tests.e2e.observables import Watch, topic_reader

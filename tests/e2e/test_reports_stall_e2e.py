@@ -12,8 +12,8 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
-from connectors.kafka_io import StableOffsetProbe, client_kwargs, create_topics
-from stream.reports_stall import ReportsStallWatch
+from dphhh.connectors.kafka_io import StableOffsetProbe, client_kwargs, create_topics
+from dphhh.stream.reports_stall import ReportsStallWatch
 
 OPTIONS = {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "PLAINTEXT"}
 DPHHH = str(Path(sys.executable).with_name("dphhh"))

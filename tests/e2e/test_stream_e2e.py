@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.decode import MessageDecoder
-from connectors.kafka_io import create_topics, pack_ipv4
-from privacy.window import release_sketch
-from stream.assembler import WindowAssembler, noise_source_factory, sketch_of_id
-from stream.config import load_config
-from stream.ledger import ReleaseLedger
-from stream.metrics_catalog import FORBIDDEN_WORDS, JOB_METRICS, REPORT_METRICS, prometheus_name
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.kafka_io import create_topics, pack_ipv4
+from dphhh.privacy.window import release_sketch
+from dphhh.stream.assembler import WindowAssembler, noise_source_factory, sketch_of_id
+from dphhh.stream.config import load_config
+from dphhh.stream.ledger import ReleaseLedger
+from dphhh.stream.metrics_catalog import FORBIDDEN_WORDS, JOB_METRICS, REPORT_METRICS, prometheus_name
 from tests.e2e.jobs import (
     DPHHH,
     JOB,
@@ -556,7 +556,7 @@ def test_job_runs_on_a_standalone_cluster_with_two_taskmanagers(broker, tmp_path
             vertices = json.loads(response.read())["vertices"]
         assert max(v["parallelism"] for v in vertices) == 2
 
-        # the same job through Flink's own CLI: `flink run -pym stream.flink_entry`
+        # the same job through Flink's own CLI: `flink run -pym dphhh.stream.flink_entry`
         import pyflink
 
         flink = Path(pyflink.__file__).resolve().parent / "bin" / "flink"
@@ -577,7 +577,7 @@ def test_job_runs_on_a_standalone_cluster_with_two_taskmanagers(broker, tmp_path
                 "-pyclientexec",
                 sys.executable,
                 "-pym",
-                "stream.flink_entry",
+                "dphhh.stream.flink_entry",
                 "--config",
                 str(again),
                 "--run-dir",

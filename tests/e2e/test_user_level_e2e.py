@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.decode import MessageDecoder
-from sketches.misra_gries import MisraGries
-from stream.config import load_config
-from stream.ledger import ReleaseLedger
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.config import load_config
+from dphhh.stream.ledger import ReleaseLedger
 from tests.e2e.jobs import BOOTSTRAP, JOB, dumped, publish, read_now
 from tests.e2e.test_stream_e2e import WINDOW, _base
 
@@ -47,7 +47,7 @@ def _offline(cfg, messages) -> dict[tuple[int, int], MisraGries]:
     ``window.epoch_ms`` interval), the epoch's (unit, destination) elements sorted; a unit's kept
     while it has fewer than CAP kept in the window; each (level, partition) then takes the epoch's
     kept keys sorted, one unit insert at a time."""
-    from sketches.partition import route
+    from dphhh.sketches.partition import route
 
     decoder = MessageDecoder("packed-ipv4-pairs")
     epochs: dict[int, dict[int, list[tuple[int, int]]]] = {}

@@ -1,5 +1,5 @@
 """The built wheel runs anywhere: ``pip install dist/*.whl`` in a clean virtual environment, then
-``dphhh demo`` from an empty folder outside the checkout.
+``dphhh demo`` from an empty folder outside the checkout; everything under the one ``dphhh`` namespace.
 
 The environment reuses the project's installed dependencies (a ``.pth`` line naming the checkout
 venv's site-packages: its own ``.pth`` files — among them the checkout's editable install — are not
@@ -19,7 +19,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from stream.paths import ROOT
+from dphhh.stream.paths import ROOT
 
 
 def _free_port_pair() -> int:
@@ -74,13 +74,23 @@ def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path: Path) -
     )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     before = _files(site)
+    # one namespace: the wheel installs `dphhh` (and its scripts and metadata), no other top-level name
+    record = next(site.glob("dphhh-*.dist-info")) / "RECORD"
+    tops = {line.split("/", 1)[0].split(",", 1)[0] for line in record.read_text().splitlines()}
+    assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"dphhh"}, sorted(tops)
+    for name in ("sketches", "privacy", "connectors", "stream", "dphhh_data", "dphhh_deploy"):
+        assert not (site / name).exists(), name
 
     work = tmp_path / "empty folder"
     work.mkdir()
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPHHH_") and k != "PYTHONPATH"}
     where = subprocess.run(
-        [str(python), "-c", "import stream, privacy; print(stream.__file__, privacy.__file__)"],
+        [
+            str(python),
+            "-c",
+            "import dphhh, dphhh.sketches, dphhh.privacy, dphhh.stream; print(dphhh.stream.__file__, dphhh.privacy.__file__)",
+        ],
         capture_output=True,
         text=True,
         check=True,

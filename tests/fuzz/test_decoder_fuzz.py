@@ -13,11 +13,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors.decode import FORMATS, REASONS, MessageDecoder
-from stream.clock import TICK, is_tick
-from stream.decode_batch import decode_batch
-from stream.message_batch import BatchFormatError, pack_batch, unpack_batch
-from stream.schedule import ELEMENT_REASONS, ReleaseSchedule
+from dphhh.connectors.decode import FORMATS, REASONS, MessageDecoder
+from dphhh.stream.clock import TICK, is_tick
+from dphhh.stream.decode_batch import decode_batch
+from dphhh.stream.message_batch import BatchFormatError, pack_batch, unpack_batch
+from dphhh.stream.schedule import ELEMENT_REASONS, ReleaseSchedule
 
 FUZZ = settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MAX_BYTES = 256

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from privacy.budget_guard import DAY_MS, BudgetGuard, GuardDecision
-from privacy.params import PrivacyBudget
+from dphhh.privacy.budget_guard import DAY_MS, BudgetGuard, GuardDecision
+from dphhh.privacy.params import PrivacyBudget
 
 HOUR = 3_600_000
 

@@ -15,7 +15,7 @@ Three things are checked here.
   ``r = e^(−1/b)``, evaluated in interval arithmetic on :class:`fractions.Fraction` with outward
   rounding to 200 significant bits, and ``r`` itself enclosed by an alternating Taylor series (so
   the bracket is certified, not a float estimate). Each must be ≤ δ/h for the threshold T that
-  :func:`privacy.release.tight_threshold` computes, at the defaults and at the extremes the
+  :func:`dphhh.privacy.release.tight_threshold` computes, at the defaults and at the extremes the
   configuration allows (ε, δ, h up to the pair hierarchy's 24 and an IPv6 hierarchy's 128, group
   scales of user level and weights).
 * **The check can fail.** With the threshold computed for 2δ/h — the same as counting one isolated
@@ -32,11 +32,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.release import ReleaseScales
-from privacy.tails import SAFETY, dlap_sum_tail, smallest_threshold
-from privacy.unit import PrivacyUnit
-from sketches.misra_gries import MisraGries
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.release import ReleaseScales
+from dphhh.privacy.tails import SAFETY, dlap_sum_tail, smallest_threshold
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.sketches.misra_gries import MisraGries
 
 # ---------------------------------------------------------------------------------------------
 # Certified arithmetic: intervals of rationals, rounded outward

@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from privacy.params import HHHParams
-from privacy.window import release_window
-from sketches.exact import exact_counts
-from sketches.hierarchy import IPv4Hierarchy
-from sketches.level_sketches import LevelSketches
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.window import release_window
+from dphhh.sketches.exact import exact_counts
+from dphhh.sketches.hierarchy import IPv4Hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
 
 RUNS = 60
 BETA = 0.05

@@ -37,11 +37,11 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from privacy.calibration import WindowCalibration
-from privacy.noise import discrete_laplace_pmf
-from privacy.params import HHHParams
-from privacy.randomness import as_source
-from privacy.window import release_sketch
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.noise import discrete_laplace_pmf
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.randomness import as_source
+from dphhh.privacy.window import release_sketch
 
 BETA = 0.05
 FALSE_ALARM = 1e-6

@@ -8,15 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from privacy.budget import budget_statement
-from privacy.calibration import WindowCalibration
-from privacy.hhh import SketchRelease, extract_hhh
-from privacy.params import HHHParams
-from privacy.stream_size import root_estimate, size_upper_bound
-from privacy.window import assemble_report, release_window
-from sketches.exact import exact_hhh
-from sketches.hierarchy import IPv4Hierarchy, PathHierarchy
-from sketches.level_sketches import LevelSketches
+from dphhh.privacy.budget import budget_statement
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.hhh import SketchRelease, extract_hhh
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.stream_size import root_estimate, size_upper_bound
+from dphhh.privacy.window import assemble_report, release_window
+from dphhh.sketches.exact import exact_hhh
+from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy
+from dphhh.sketches.level_sketches import LevelSketches
 
 H2 = IPv4Hierarchy([8, 16])
 
@@ -105,8 +105,8 @@ def test_size_upper_bound_and_root_estimate() -> None:
 def test_size_bound_covers_true_sizes_at_rate_beta(partitions: int) -> None:
     """Over many noisy releases a released size is more than S from the true size in at most a
     β_n/(releases) fraction (the slack's two-sided union bound)."""
-    from privacy.randomness import SeededRandomSource
-    from privacy.stream_size import noisy_size
+    from dphhh.privacy.randomness import SeededRandomSource
+    from dphhh.privacy.stream_size import noisy_size
 
     cal = WindowCalibration.of(HHHParams(epsilon=0.1, delta=1e-6, tau=1, partitions=partitions, beta=0.5), 4)
     src = SeededRandomSource(9)
@@ -205,7 +205,7 @@ def test_coverage_is_claimed_only_when_tau_is_at_least_two_alpha1() -> None:
 def test_verdicts_subtract_the_upper_ends_of_maximal_reported_descendants() -> None:
     """residual_lower = lower − Σ upper over the maximal reported descendants (not all of them:
     a /16 under a reported /8 counts for the /8, not for the root), and heavy iff it is >= τ."""
-    from privacy.hhh import HHHItem, with_verdicts
+    from dphhh.privacy.hhh import HHHItem, with_verdicts
 
     def item(level: int, prefix: str, lower: float, upper: float) -> HHHItem:
         key = 0 if level == 0 else _ip(prefix.split("/")[0])
@@ -229,7 +229,7 @@ def test_verdicts_subtract_the_upper_ends_of_maximal_reported_descendants() -> N
 
 
 def test_report_items_cap_the_residual_at_the_count() -> None:
-    from privacy.hhh import HHHItem
+    from dphhh.privacy.hhh import HHHItem
 
     shown = HHHItem(1, 0, "10.0.0.0/8", residual=2097.0, count=1686.0, alpha1=1, lower=1500, upper=1800).as_dict()
     assert shown["residual"] == 1686.0 and shown["count"] == 1686.0

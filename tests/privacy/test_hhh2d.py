@@ -8,14 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from privacy.calibration import WindowCalibration
-from privacy.hhh import SketchRelease
-from privacy.hhh2d import COVERAGE_2D, extract_hhh_2d
-from privacy.params import HHHParams
-from privacy.window import release_window
-from sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.pairs import PairHierarchy
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.hhh import SketchRelease
+from dphhh.privacy.hhh2d import COVERAGE_2D, extract_hhh_2d
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.window import release_window
+from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.pairs import PairHierarchy
 
 H = PairHierarchy(IPv4Hierarchy([8]), IPv4Hierarchy([8]))  # nodes (0,1), (1,0), (1,1)
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sketches.keyed as keyed
-from sketches.canonical import apply_canonical
-from sketches.hierarchy import PathHierarchy
-from sketches.keyed import KeySecret, collision_delta
-from sketches.misra_gries import MisraGries
+import dphhh.sketches.keyed as keyed
+from dphhh.sketches.canonical import apply_canonical
+from dphhh.sketches.hierarchy import PathHierarchy
+from dphhh.sketches.keyed import KeySecret, collision_delta
+from dphhh.sketches.misra_gries import MisraGries
 from tests.audit.audit_tools import clopper_pearson
 
 KAPPA, BITS, TRIALS, ALPHA = 4, 6, 3000, 1e-6
@@ -94,7 +94,7 @@ def test_keys_one_bit_narrower_than_charged_are_flagged() -> None:
 def test_the_stream_job_charges_it_per_hashed_level_and_distinct_prefix() -> None:
     """``stream.config`` lowers the mechanism's δ by m·L·κ·2⁻⁶³ and states it as an entry of its own;
     IPv4 (no hashed level) is not charged; a δ too small for the charge is refused."""
-    from stream.config import ConfigError, load_config
+    from dphhh.stream.config import ConfigError, load_config
 
     plain = load_config(environ={})
     assert plain.key_delta == 0.0
@@ -122,8 +122,8 @@ def test_json_unit_keys_are_charged_their_chance_collision() -> None:
     stated with the hashed keys' charge; source-address units (their own keys) are not charged."""
     import math
 
-    from privacy.unit_cap import unit_collision_delta
-    from stream.config import ConfigError, load_config
+    from dphhh.privacy.unit_cap import unit_collision_delta
+    from dphhh.stream.config import ConfigError, load_config
 
     json_units = ["input.format=json", "privacy.unit_key=json:user", "privacy.unit_cap=3", "privacy.budget_epsilon=10"]
     cfg = load_config(environ={}, overrides=json_units)

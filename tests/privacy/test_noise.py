@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privacy import noise
-from privacy.noise import (
+from dphhh.privacy import noise
+from dphhh.privacy.noise import (
     discrete_gaussian,
     discrete_gaussian_pmf,
     discrete_laplace,
@@ -32,7 +32,7 @@ from privacy.noise import (
     laplace,
     uniform01,
 )
-from privacy.randomness import SecureRandomSource, SeededRandomSource, as_source
+from dphhh.privacy.randomness import SecureRandomSource, SeededRandomSource, as_source
 
 # False-failure probability of each goodness-of-fit / symmetry test for a correct sampler.
 ALPHA = 1e-6

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.params import HHHParams, PrivacyBudget
 
 
 def _params(**kw):

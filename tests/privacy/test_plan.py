@@ -8,17 +8,17 @@ import json
 import numpy as np
 import pytest
 
-from privacy.calibration import WindowCalibration
-from privacy.params import HHHParams
-from privacy.plan import PlanInputs, detectable_count, make_plan, report_probability
-from privacy.randomness import SeededRandomSource
-from privacy.release import release_arrays
-from privacy.window import release_window
-from sketches.hierarchy import IPv4Hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.sizing import sketch_memory_bytes
-from stream.cli import main
-from stream.cli.plan import parse_size
+from dphhh.privacy.calibration import WindowCalibration
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.plan import PlanInputs, detectable_count, make_plan, report_probability
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import release_arrays
+from dphhh.privacy.window import release_window
+from dphhh.sketches.hierarchy import IPv4Hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.sizing import sketch_memory_bytes
+from dphhh.stream.cli import main
+from dphhh.stream.cli.plan import parse_size
 
 
 def test_default_alpha2_is_at_most_065_of_the_papers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from privacy.randomness import SeededRandomSource
-from privacy.release import ReleaseScales, alpha2, release_arrays, release_level, tight_threshold
-from privacy.tails import dlap_sum_tail
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.privacy.release import ReleaseScales, alpha2, release_arrays, release_level, tight_threshold
+from dphhh.privacy.tails import dlap_sum_tail
 
 
 def test_paper_fresh_scales_follow_the_spec() -> None:
@@ -146,9 +146,9 @@ def test_a_sketch_release_draws_the_same_noise_whatever_the_sketch_holds(monkeyp
     one call — the slots the sketch does not fill as zero counters, their outcome discarded — and
     the released values are the real keys' own (a padded release of the same seeded source equals
     the release of the same counters padded by hand)."""
-    import privacy.release as release_module
-    from privacy.params import HHHParams
-    from privacy.window import release_sketch
+    import dphhh.privacy.release as release_module
+    from dphhh.privacy.params import HHHParams
+    from dphhh.privacy.window import release_sketch
 
     drawn: list[tuple[int, ...]] = []
     real = release_module.discrete_laplace

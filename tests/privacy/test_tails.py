@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace
-from privacy.tails import SAFETY, dlap_sum_tail, dlap_tail, smallest_threshold, smallest_two_sided_bound
+from dphhh.privacy.noise import discrete_laplace
+from dphhh.privacy.tails import SAFETY, dlap_sum_tail, dlap_tail, smallest_threshold, smallest_two_sided_bound
 
 
 def _rational_sum_tail(s: int, r1: Fraction, r2: Fraction, span: int) -> tuple[Fraction, Fraction]:

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from privacy.params import PrivacyBudget
-from privacy.unit import PrivacyUnit
+from dphhh.privacy.params import PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
 
 
 @pytest.mark.parametrize(
@@ -161,8 +161,8 @@ def test_the_weight_cap_is_bounded_so_no_window_can_reach_the_sketch_total_limit
     """A sketch refuses a weighted update that brings its total to 2**62 (its kernel's headroom), a
     failure one more record could trigger; W is bounded so that it takes >= 2**42 records of one
     window and partition (docs/ALGORITHMS.md §0.1 h)."""
-    from privacy.unit import MAX_WEIGHT_CAP
-    from sketches.misra_gries import MAX_WEIGHTED_TOTAL, MisraGries
+    from dphhh.privacy.unit import MAX_WEIGHT_CAP
+    from dphhh.sketches.misra_gries import MAX_WEIGHTED_TOTAL, MisraGries
 
     assert MAX_WEIGHTED_TOTAL // MAX_WEIGHT_CAP >= 2**42
     assert PrivacyUnit(weight_cap=MAX_WEIGHT_CAP, weight="bytes").group_size == MAX_WEIGHT_CAP
@@ -178,8 +178,8 @@ def test_the_weight_cap_is_bounded_so_no_window_can_reach_the_sketch_total_limit
 def test_weighted_ledger_states_the_record_guarantee() -> None:
     """The window ledger of a weighted event-level unit states (ε, δ) per record and the unit-element
     calibration beside it; a mechanism not at that calibration is refused."""
-    from privacy.budget import budget_statement
-    from privacy.params import HHHParams
+    from dphhh.privacy.budget import budget_statement
+    from dphhh.privacy.params import HHHParams
 
     unit = PrivacyUnit(weight_cap=8, weight="packets")
     b = PrivacyBudget(1.0, 1e-6)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import privacy.unit_cap as unit_cap
-from privacy.unit_cap import (
+import dphhh.privacy.unit_cap as unit_cap
+from dphhh.privacy.unit_cap import (
     UNIT_KEY_DTYPE,
     UnitCap,
     UnitCapFormatError,
@@ -22,7 +22,7 @@ from privacy.unit_cap import (
     unit_collision_delta,
     unit_keys_of,
 )
-from sketches.keyed import KeySecret
+from dphhh.sketches.keyed import KeySecret
 
 T = TypeVar("T")
 

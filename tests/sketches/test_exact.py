@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from sketches.exact import ExactHHH, exact_counts, exact_hhh
-from sketches.hierarchy import IPv4Hierarchy, PathHierarchy
+from dphhh.sketches.exact import ExactHHH, exact_counts, exact_hhh
+from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy
 
 
 def _ips(spec: dict[str, int]) -> np.ndarray:
@@ -166,8 +166,8 @@ def test_weighted_exact_hhh_equals_the_expanded_stream() -> None:
     """A record of weight v counts as v elements: weighted exact HHH == exact HHH of np.repeat."""
     import numpy as np
 
-    from sketches.exact import exact_counts, exact_hhh
-    from sketches.hierarchy import IPv4Hierarchy
+    from dphhh.sketches.exact import exact_counts, exact_hhh
+    from dphhh.sketches.hierarchy import IPv4Hierarchy
 
     h = IPv4Hierarchy([8, 16, 24, 32])
     rng = np.random.default_rng(5)

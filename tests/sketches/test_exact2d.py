@@ -8,11 +8,11 @@ import random
 import numpy as np
 import pytest
 
-from sketches.errors import UsageError
-from sketches.exact import exact_hhh
-from sketches.exact2d import ExactPairHHH, exact_hhh_2d
-from sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
-from sketches.pairs import PairHierarchy
+from dphhh.sketches.errors import UsageError
+from dphhh.sketches.exact import exact_hhh
+from dphhh.sketches.exact2d import ExactPairHHH, exact_hhh_2d
+from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.pairs import PairHierarchy
 
 
 def _ip(text: str) -> int:

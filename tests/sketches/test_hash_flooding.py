@@ -1,6 +1,6 @@
 """Hash flooding (docs/ALGORITHMS.md §0.1 h): the Misra-Gries key → slot index and the unit cap's
 table place keys by a multiply-shift hash under a secret hash key of their own
-(:func:`sketches._mg_kernel.home_of`), so keys crafted against a public hash do not pile up in one
+(:func:`dphhh.sketches._mg_kernel.home_of`), so keys crafted against a public hash do not pile up in one
 probe run. Probes are counted (``_probe_lengths``: buckets a lookup of each held key visits), never timed."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import sketches._mg_kernel as K
-from privacy.unit_cap import UnitCap
-from sketches.misra_gries import MisraGries, _table_size
+import dphhh.sketches._mg_kernel as K
+from dphhh.privacy.unit_cap import UnitCap
+from dphhh.sketches.misra_gries import MisraGries, _table_size
 
 #: The multiplier both tables hashed with before this fix: public (it is in the source).
 PUBLIC = 0x9E3779B97F4A7C15
@@ -50,7 +50,7 @@ def _crafted_for_the_old_hash(n: int, size: int) -> list[int]:
 
 
 def _crafted_for(a: int, b: int, c: int, n: int) -> list[int]:
-    """``n`` distinct keys < 2**63 that :func:`sketches._mg_kernel.home_of` under the hash key
+    """``n`` distinct keys < 2**63 that :func:`dphhh.sketches._mg_kernel.home_of` under the hash key
     (a, b, c) sends to bucket 0 of every table of up to 2**64 / 4n buckets, by inverting it: the
     final products y·c are t < 4n; ``y ^= y >> 32`` is its own inverse; a, b, c are odd."""
 
@@ -79,7 +79,7 @@ def _cap_with(units: list[int]) -> UnitCap:
 
 def _seeded_randbits(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """Make the tables' draws reproducible: the secure source replaced by a seeded generator (the
-    code path of :func:`sketches._mg_kernel.random_multiplier` is unchanged)."""
+    code path of :func:`dphhh.sketches._mg_kernel.random_multiplier` is unchanged)."""
     rng = random.Random(seed)
     monkeypatch.setattr(K.secrets, "randbits", rng.getrandbits)
 

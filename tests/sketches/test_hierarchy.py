@@ -7,7 +7,7 @@ import ipaddress
 import numpy as np
 import pytest
 
-from sketches.hierarchy import (
+from dphhh.sketches.hierarchy import (
     IPv4Hierarchy,
     IPv6Hierarchy,
     PathHierarchy,

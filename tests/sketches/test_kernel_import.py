@@ -6,7 +6,7 @@ import builtins
 import sys
 import types
 
-from sketches._mg_kernel import _make_print_findable
+from dphhh.sketches._mg_kernel import _make_print_findable
 
 
 def _worker_print(module_name: str):

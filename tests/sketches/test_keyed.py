@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import sketches.keyed as keyed
-from sketches.errors import OperationalError
-from sketches.hierarchy import IPv6Hierarchy, PathHierarchy, parse_hierarchy
-from sketches.keyed import KeySecret, collision_delta, siphash_reference, siphash_words
+import dphhh.sketches.keyed as keyed
+from dphhh.sketches.errors import OperationalError
+from dphhh.sketches.hierarchy import IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.keyed import KeySecret, collision_delta, siphash_reference, siphash_words
 
 K0, K1 = 0x0706050403020100, 0x0F0E0D0C0B0A0908  # the specification's key 00 01 .. 0f
 
@@ -132,9 +132,9 @@ def test_collision_delta_is_kappa_over_two_to_the_bits() -> None:
 def test_batch_releases_rekey_after_a_chance_collision(narrow: int, tmp_path: Path) -> None:
     """`dphhh hhh`'s release re-keys when two prefixes met one key: at 6 bits a few paths collide
     under one key and not under another; the report then names every heavy path exactly."""
-    from connectors.skips import SkipCounter
-    from privacy.params import HHHParams
-    from stream.batch import batch_report
+    from dphhh.connectors.skips import SkipCounter
+    from dphhh.privacy.params import HHHParams
+    from dphhh.stream.batch import batch_report
 
     lines = [f"de/r{i}/x" for i in range(6) for _ in range(400)]
     f = tmp_path / "paths.txt"

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from sketches.misra_gries import MAX_KAPPA, MisraGries, SketchFormatError
+from dphhh.sketches.misra_gries import MAX_KAPPA, MisraGries, SketchFormatError
 
 # ---------------------------------------------------------------------------------------------
 # Literal reference of Algorithm 2 (docs/ALGORITHMS.md §2), unit weights, ties broken by the smallest key.

@@ -9,9 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
-from sketches.hierarchy import IPv4Hierarchy, PathHierarchy, parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.pairs import PairHierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.pairs import PairHierarchy
 
 BYTES = "ipv4:8,16,24,32 x ipv4:8,16,24,32"
 
@@ -57,7 +57,7 @@ def test_keys_are_non_negative_exact_and_decode_to_their_prefixes() -> None:
 def test_the_64_bit_node_merges_a_collision_under_the_smaller_pair(monkeypatch) -> None:
     """Two host pairs that share a key (crafted at a test width of 4 key bits) are one key labelled
     with the smaller pair: nothing raises (docs/ALGORITHMS.md §1 "Keys")."""
-    import sketches.keyed as keyed
+    import dphhh.sketches.keyed as keyed
 
     monkeypatch.setattr(keyed, "KEY_BITS", 4)
     h = parse_hierarchy(BYTES).keyed(keyed.KeySecret.from_seed(3))
@@ -74,7 +74,7 @@ def test_the_64_bit_node_remembers_every_pair_of_its_window_across_batches() -> 
     """The /32 × /32 table of one keyed object (one window) outlives its batches (it grows past its
     first size); another object under the same key rebuilds it from shipped labels, and one under
     another window's key gives other keys."""
-    from sketches.keyed import KeySecret
+    from dphhh.sketches.keyed import KeySecret
 
     secret = KeySecret.from_seed(9).window(0)
     h = parse_hierarchy(BYTES).keyed(secret)

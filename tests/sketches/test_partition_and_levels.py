@@ -7,10 +7,10 @@ import ipaddress
 import numpy as np
 import pytest
 
-from sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import MisraGries
-from sketches.partition import check_partitions, partition_of
+from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.sketches.partition import check_partitions, partition_of
 
 
 def _clustered_ipv4(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -236,10 +236,10 @@ def test_the_one_router_is_what_level_sketches_and_the_stream_use() -> None:
     order; LevelSketches.update and stream.wire.expand both go through it."""
     import inspect
 
-    from sketches import level_sketches
-    from sketches.hierarchy import IPv4Hierarchy
-    from sketches.partition import partition_of, route
-    from stream import wire
+    from dphhh.sketches import level_sketches
+    from dphhh.sketches.hierarchy import IPv4Hierarchy
+    from dphhh.sketches.partition import partition_of, route
+    from dphhh.stream import wire
 
     hierarchy = IPv4Hierarchy([8, 16, 24])
     rng = np.random.default_rng(3)

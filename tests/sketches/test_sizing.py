@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sketches.misra_gries import MisraGries
-from sketches.sizing import sketch_memory_bytes, sketch_state_bytes
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.sketches.sizing import sketch_memory_bytes, sketch_state_bytes
 
 
 @pytest.mark.parametrize("kappa", [1, 5, 64, 1000, 1024, 4096])

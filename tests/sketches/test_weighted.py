@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sketches.misra_gries as mg
-from sketches.hierarchy import IPv4Hierarchy, PathHierarchy
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import MisraGries, clip_weights
+import dphhh.sketches.misra_gries as mg
+from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import MisraGries, clip_weights
 
 # ---------------------------------------------------------------------------------------------
 # References

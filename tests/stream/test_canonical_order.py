@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from pyflink.common import Types
 
-from sketches.misra_gries import MisraGries
-from stream.clock import TICK
-from stream.config import load_config
-from stream.message_batch import pack_batch
-from stream.operators import CapOperator, DecodeOperator, SketchOperator
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.clock import TICK
+from dphhh.stream.config import load_config
+from dphhh.stream.message_batch import pack_batch
+from dphhh.stream.operators import CapOperator, DecodeOperator, SketchOperator
 from tests.harness import KeyedHarness, ProcessHarness
 
 W = 1000  # window (ms)
@@ -145,7 +145,7 @@ def _oracle(cfg, parts, name: str) -> MisraGries:
     """The dumped sketch ``name`` (window-W-sketch-S.bin) by the canonical order written out plainly."""
     window, sid = (int(x) for x in name.removesuffix(".bin").removeprefix("window-").split("-sketch-"))
     level, part = sid // cfg.params.partitions + 1, sid % cfg.params.partitions
-    from sketches.partition import partition_of
+    from dphhh.sketches.partition import partition_of
 
     by_epoch: dict[int, list[int]] = {}
     for p in (0, 1):

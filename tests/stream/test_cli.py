@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stream.cli import main
-from stream.paths import data_dir
+from dphhh.stream.cli import main
+from dphhh.stream.paths import data_dir
 
 PCAPS = data_dir() / "pcaps"
 SYNACK = PCAPS / "amp.TCP.reflection.SYNACK.pcap"
@@ -225,7 +225,7 @@ def test_installed_command_runs_the_batch_demo() -> None:
 
 def test_produce_without_a_broker_is_a_clear_error(capsys, monkeypatch) -> None:
     """Producing to an address where no broker answers exits 1 with a one-line Kafka error, no traceback."""
-    monkeypatch.setattr("connectors.kafka_io._BOOTSTRAP_TIMEOUT_S", 2.0)  # the same refusal, found sooner
+    monkeypatch.setattr("dphhh.connectors.kafka_io._BOOTSTRAP_TIMEOUT_S", 2.0)  # the same refusal, found sooner
     code, out, err = _run(capsys, "produce", "--synthetic", "10", "--topic", "t", "--bootstrap", "127.0.0.1:1")
     assert code == 1 and "error: kafka:" in err and "Traceback" not in err
 
@@ -233,7 +233,7 @@ def test_produce_without_a_broker_is_a_clear_error(capsys, monkeypatch) -> None:
 def test_run_refuses_an_unwritable_ledger_or_report_folder_at_start(tmp_path, capsys) -> None:
     """`dphhh run` stops before starting anything when the ledger or report folder cannot be written,
     naming the key (a file where a folder should be)."""
-    from stream.cli import main
+    from dphhh.stream.cli import main
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")

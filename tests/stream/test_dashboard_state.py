@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 
-from privacy.params import HHHParams
-from privacy.window import release_window
-from sketches import pairs
-from sketches.hierarchy import parse_hierarchy
-from sketches.level_sketches import LevelSketches
-from stream.dashboard import ARROW, DashboardState, is_pair_report, report_tree
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.window import release_window
+from dphhh.sketches import pairs
+from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.stream.dashboard import ARROW, DashboardState, is_pair_report, report_tree
 
 
 def _report(start: int, hhh: list[tuple[int, str, float]], spec: str = "ipv4:8,16,24,32") -> dict:
@@ -124,7 +124,7 @@ def test_the_page_never_parses_data_as_markup() -> None:
     would otherwise run script in every viewer's browser)."""
     import re
 
-    from stream.dashboard import PAGE
+    from dphhh.stream.dashboard import PAGE
 
     sinks = re.findall(r"(?:innerHTML|outerHTML)\s*=\s*([^;]*);", PAGE)
     assert sinks and all(value.strip() == '""' for value in sinks), sinks

@@ -1,6 +1,6 @@
 """IPv4 address batches in the sketch windows (stream/epochs.py, docs/ALGORITHMS.md §0 "Canonical order").
 
-An IPv4 payload is buffered as its addresses (:class:`stream.epochs.AddressBatch`) and an epoch is
+An IPv4 payload is buffered as its addresses (:class:`dphhh.stream.epochs.AddressBatch`) and an epoch is
 sorted once for every level. The sketches must be byte-identical to the per-level path (each
 level's keys computed by the hierarchy, sorted, runs as weighted updates), for every payload kind:
 P = 1 or a level mask per address (P > 1), unweighted or weighted, one batch or several per epoch.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sketches.canonical import apply_canonical
-from sketches.hierarchy import IPv4Hierarchy
-from sketches.misra_gries import MisraGries
-from stream.epochs import AddressBatch, Batch, SketchWindow
+from dphhh.sketches.canonical import apply_canonical
+from dphhh.sketches.hierarchy import IPv4Hierarchy
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.epochs import AddressBatch, Batch, SketchWindow
 
 HIERARCHY = IPv4Hierarchy((8, 16, 24, 32))
 MASKS = tuple(HIERARCHY.mask(level) for level in range(1, HIERARCHY.h + 1))
@@ -50,7 +50,7 @@ def _as_keys(batch: AddressBatch) -> Batch:
 
 def _epoch_by_epoch(batches: list[tuple[int, AddressBatch]]) -> list[MisraGries]:
     """The reference: each epoch on its own, its keys of each level computed by the hierarchy and
-    inserted by :func:`sketches.canonical.apply_canonical`, epochs in increasing order."""
+    inserted by :func:`dphhh.sketches.canonical.apply_canonical`, epochs in increasing order."""
     sketches = [MisraGries(8) for _ in range(HIERARCHY.h)]
     for epoch in sorted({e for e, _ in batches}):
         mine = [_as_keys(b) for e, b in batches if e == epoch]
@@ -95,7 +95,7 @@ def test_label_tables_stay_bounded_by_what_the_sketches_hold() -> None:
     """Labels of hashed keys (paths, pairs) are kept for the keys a sketch holds and those of batches
     not applied yet: a flood of distinct keys over a window keeps them below 2·κ·h plus one batch,
     and every key of the final sketches still has its label."""
-    from stream.epochs import merge_labels
+    from dphhh.stream.epochs import merge_labels
 
     rng = np.random.default_rng(3)
     pruned, kept = SketchWindow(2, 4), SketchWindow(2, 4)

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.decode import MessageDecoder
-from stream.config import load_config
-from stream.decode_batch import decode_batch
-from stream.message_batch import ParsedFlows, pack_batch
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.stream.config import load_config
+from dphhh.stream.decode_batch import decode_batch
+from dphhh.stream.message_batch import ParsedFlows, pack_batch
 from tests.connectors.test_flow_json import _GOOD_VARIANTS, BAD, GOFLOW2_V1, fixture
 
 # the nine parsers main() runs, in its order: (flow_key and source_units of the decoder, weight)
@@ -36,7 +36,7 @@ WEIGHTS = ("packets", "bytes", "records")
 
 @cache
 def _jar() -> Path:
-    from stream.job import ensure_operator_jar
+    from dphhh.stream.job import ensure_operator_jar
 
     return ensure_operator_jar()
 
@@ -315,7 +315,7 @@ def test_a_batch_merged_from_java_columns_decodes_as_python_alone(key: str, sour
     """decode_batch of a DPB2 batch (the Java parser's columns for what it read, the bytes of every
     record) gives what decode_batch of the plain DPB1 batch gives: windows, units, weights, dead
     letters and their order."""
-    from stream.operators import message_decoder_of
+    from dphhh.stream.operators import message_decoder_of
 
     overrides = [
         "input.format=flow-json",

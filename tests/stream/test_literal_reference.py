@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.kafka_io import pack_ipv4
-from stream.config import load_config
+from dphhh.connectors.kafka_io import pack_ipv4
+from dphhh.stream.config import load_config
 from tests.e2e.jobs import offline_sketches
 from tests.e2e.literal_reference import LiteralSketch, packed_ipv4_truth, splitmix64
 from tests.sketches.test_misra_gries import reference_mg

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sketches.errors import UsageError
-from stream.cli import main
-from stream.cli import memory as memory_mod
-from stream.cli import snapshot as snapshot_mod
-from stream.cli.memory import available_memory, check_memory, format_bytes, parse_max_memory
+from dphhh.sketches.errors import UsageError
+from dphhh.stream.cli import main
+from dphhh.stream.cli import memory as memory_mod
+from dphhh.stream.cli import snapshot as snapshot_mod
+from dphhh.stream.cli.memory import available_memory, check_memory, format_bytes, parse_max_memory
 
 
 @pytest.fixture

@@ -9,15 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from connectors.decode import MessageDecoder
-from connectors.kafka_io import pack_ipv4
-from connectors.text import parse_ipv4_each
-from stream.clock import TICK
-from stream.config import load_config
-from stream.decode_batch import decode_batch
-from stream.message_batch import NO_TIMESTAMP, BatchFormatError, ParsedFlows, pack_batch, read_batch, unpack_batch
-from stream.schedule import ReleaseSchedule
-from stream.wire import expand_by_partition, ipv4_payloads, unpack_levels
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.kafka_io import pack_ipv4
+from dphhh.connectors.text import parse_ipv4_each
+from dphhh.stream.clock import TICK
+from dphhh.stream.config import load_config
+from dphhh.stream.decode_batch import decode_batch
+from dphhh.stream.message_batch import NO_TIMESTAMP, BatchFormatError, ParsedFlows, pack_batch, read_batch, unpack_batch
+from dphhh.stream.schedule import ReleaseSchedule
+from dphhh.stream.wire import expand_by_partition, ipv4_payloads, unpack_levels
 
 
 def _random_message(rng: random.Random) -> bytes | None:

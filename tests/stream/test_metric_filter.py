@@ -3,7 +3,7 @@
 ``data/flink_metric_identifiers.txt`` lists every metric a live dphhh job registers (logical scope,
 name, type; recorded by ``data/record_flink_metrics.py``). Flink's ``DefaultReporterFilters`` —
 the class its Prometheus reporter uses — is applied to that list, in a JVM, with the job's
-``filter.includes``. What passes must be exactly the catalogue (:mod:`stream.metrics_catalog`);
+``filter.includes``. What passes must be exactly the catalogue (:mod:`dphhh.stream.metrics_catalog`);
 each rule must matter (dropping one loses a catalogued metric); and the deny-list the job used
 before lets data-tracking metrics through on the same names (so the list is a meaningful test).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from stream.job import METRIC_INCLUDES
-from stream.metrics_catalog import FORBIDDEN_WORDS, JOB_METRICS
+from dphhh.stream.job import METRIC_INCLUDES
+from dphhh.stream.metrics_catalog import FORBIDDEN_WORDS, JOB_METRICS
 
 DATA = Path(__file__).resolve().parent / "data" / "flink_metric_identifiers.txt"
 #: The filter the job had before issue 11 (a deny-list of record/byte/offset/lag/size words).

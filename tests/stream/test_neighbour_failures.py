@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from pyflink.common import Types
 
-import sketches.keyed as keyed
-from sketches.keyed import KeySecret
-from stream.config import load_config
-from stream.message_batch import pack_batch
-from stream.operators import START, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator
-from stream.wire import unstamp
+import dphhh.sketches.keyed as keyed
+from dphhh.sketches.keyed import KeySecret
+from dphhh.stream.config import load_config
+from dphhh.stream.message_batch import pack_batch
+from dphhh.stream.operators import START, CapOperator, DecodeOperator, ReleaseOperator, SketchOperator
+from dphhh.stream.wire import unstamp
 from tests.harness import Chain, KeyedHarness, ProcessHarness
 
 W = 1000
@@ -110,7 +110,7 @@ def _element(kind: str, rng: np.random.Generator, pool: np.ndarray, paths: list[
 
 def _colliding(kind: str, secret: KeySecret, stream: list[tuple[int, bytes]], rng: np.random.Generator) -> bytes:
     """An element new to X whose finest-level key (6 bits) equals a key of X's elements."""
-    from sketches.hierarchy import parse_hierarchy
+    from dphhh.sketches.hierarchy import parse_hierarchy
 
     h = parse_hierarchy(KINDS[kind][0]).keyed(secret)
     level = h.h

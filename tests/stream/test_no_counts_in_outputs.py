@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.skips import EXCLUDED, UNPARSABLE, SkipCounter
-from privacy.report import public_diagnostics
-from stream.cli import main
+from dphhh.connectors.skips import EXCLUDED, UNPARSABLE, SkipCounter
+from dphhh.privacy.report import public_diagnostics
+from dphhh.stream.cli import main
 
 VALID, EXCLUDED_N, BAD = 12_347, 3_331, 517
 #: The counts and every sum of them: none may appear in a report or snapshot document.
@@ -417,7 +417,7 @@ def test_snapshot_with_nothing_readable_names_no_count(capsys, tmp_path: Path, m
 
 def test_every_reason_of_the_readers_is_classified() -> None:
     """The two classes are disjoint and cover every reason the file readers and decoders give."""
-    from connectors.decode import REASONS
+    from dphhh.connectors.decode import REASONS
 
     assert not UNPARSABLE & EXCLUDED
     readers = {

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from stream.cli import main
-from stream.cli.output import WIDTH
-from stream.paths import data_dir
+from dphhh.stream.cli import main
+from dphhh.stream.cli.output import WIDTH
+from dphhh.stream.paths import data_dir
 
 SYNACK = data_dir() / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"
 BASE = ["--epsilon", "1", "--delta", "1e-6", "--seed", "3"]
@@ -146,7 +146,7 @@ def test_reports_say_counters_not_kappa(capsys, tmp_path: Path) -> None:
 
 
 def test_produce_names_kafka_partitions_differently_from_key_partitions() -> None:
-    from stream.cli import build_parser
+    from dphhh.stream.cli import build_parser
 
     args = build_parser().parse_args(["produce", "--synthetic", "5", "--topic", "t", "--topic-partitions", "3"])
     assert args.topic_partitions == 3
@@ -241,12 +241,12 @@ def test_ipv6_file_with_the_ipv4_hierarchy_gets_a_report_and_no_count(capsys, tm
 def test_an_internal_error_is_not_shown_as_a_usage_error(capsys, monkeypatch, tmp_path: Path) -> None:
     """A bug (here: a plain ValueError from inside the release) prints a traceback and exits 70,
     not the one-line usage error of exit 2."""
-    import stream.batch
+    import dphhh.stream.batch as batch
 
     def broken(*args, **kwargs):
         raise ValueError("an internal inconsistency")
 
-    monkeypatch.setattr(stream.batch, "release_window", broken)
+    monkeypatch.setattr(batch, "release_window", broken)
     code, _, err = _run(capsys, "hhh", "--input", str(_ipv4_file(tmp_path)), *BASE, "--tau", "300")
     assert code == 70
     assert "internal error" in err and "Traceback" in err
@@ -333,7 +333,7 @@ def test_labels_reach_the_terminal_without_control_characters() -> None:
     """A path label is the input's own text: an ANSI escape, a carriage return or a bidirectional
     override in it is printed as an escape (it cannot recolour, overwrite or reorder the terminal's
     text); other characters, non-ASCII letters included, print as they are."""
-    from stream.cli.output import printable
+    from dphhh.stream.cli.output import printable
 
     assert printable("de/münchen/straße") == "de/münchen/straße"
     assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"

@@ -26,18 +26,18 @@ import pytest
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 
-from connectors.skips import SkipCounter
-from privacy.unit_cap import unit_keys_of
-from privacy.window import release_sketch
-from sketches.misra_gries import MisraGries, clip_weights
-from stream.assembler import WindowAssembler, noise_source_factory
-from stream.batch import Weighting, read_all_records
-from stream.clock import TICK
-from stream.config import load_config
-from stream.ledger import ReleaseLedger, job_key_secret
-from stream.message_batch import pack_batch
-from stream.metrics_catalog import OPERATOR_COUNTERS
-from stream.operators import (
+from dphhh.connectors.skips import SkipCounter
+from dphhh.privacy.unit_cap import unit_keys_of
+from dphhh.privacy.window import release_sketch
+from dphhh.sketches.misra_gries import MisraGries, clip_weights
+from dphhh.stream.assembler import WindowAssembler, noise_source_factory
+from dphhh.stream.batch import Weighting, read_all_records
+from dphhh.stream.clock import TICK
+from dphhh.stream.config import load_config
+from dphhh.stream.ledger import ReleaseLedger, job_key_secret
+from dphhh.stream.message_batch import pack_batch
+from dphhh.stream.metrics_catalog import OPERATOR_COUNTERS
+from dphhh.stream.operators import (
     MAX_WATERMARK,
     START,
     STEP_IDS,
@@ -47,7 +47,7 @@ from stream.operators import (
     ReleaseOperator,
     SketchOperator,
 )
-from stream.wire import sketch_payloads, unit_payloads, unpack_unit_payload, unstamp
+from dphhh.stream.wire import sketch_payloads, unit_payloads, unpack_unit_payload, unstamp
 from tests.harness import MIN_WATERMARK, Chain, KeyedHarness, ProcessHarness
 
 W = 10_000  # window size (ms)
@@ -572,7 +572,7 @@ def test_a_json_unit_cap_refuses_unit_keys_of_the_previous_format(tmp_path: Path
     """Unit keys of the old format (unkeyed 64-bit) cannot become the new keyed ones: a JSON-unit cap
     restored from a checkpoint that holds them (or sent them) stops with the way out, instead of
     capping one unit of the window in flight under two keys (up to 2m of its elements)."""
-    from sketches.errors import OperationalError
+    from dphhh.sketches.errors import OperationalError
 
     old_cfg = _cfg(tmp_path / "old", "input.format=packed-ipv4-pairs", "privacy.unit_key=source-ipv4", windows=1)
     json_cfg = _cfg(tmp_path / "new", "input.format=json", "privacy.unit_key=json:user", windows=1)
@@ -596,7 +596,7 @@ def _oracle(cfg, epochs, cap: int | None = None, window: int = ORIGIN) -> dict[t
     unit's kept while fewer than ``cap`` of its elements were kept in the window; then each (level,
     partition)'s keys of the kept elements, sorted, inserted one unit at a time. ``epochs``:
     (units or None, values, weights or None) per epoch; pair values are (first, second) arrays."""
-    from sketches.partition import route
+    from dphhh.sketches.partition import route
 
     hierarchy = cfg.hierarchy.keyed(job_key_secret(cfg).window(window))  # hashed keys: the window's key
     kept_count: dict[int, int] = {}

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.cli import main
-from stream.paths import data_dir
+from dphhh.stream.cli import main
+from dphhh.stream.paths import data_dir
 
 PAIRS = "ipv4:8,16,24,32 x ipv4:8,16,24,32"
 SYNACK = data_dir() / "pcaps" / "amp.TCP.reflection.SYNACK.pcap"

@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.decode import MessageDecoder
-from connectors.kafka_io import pack_ipv4
-from stream.config import ConfigError, load_config
-from stream.decode_batch import decode_batch
-from stream.ledger import ReleaseLedger, job_key_secret, private_dir
-from stream.message_batch import pack_batch
-from stream.operators import write_private
-from stream.runner import RESUMED_FROM_FILE, note_resume
-from stream.schedule import ReleaseSchedule
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.connectors.kafka_io import pack_ipv4
+from dphhh.stream.config import ConfigError, load_config
+from dphhh.stream.decode_batch import decode_batch
+from dphhh.stream.ledger import ReleaseLedger, job_key_secret, private_dir
+from dphhh.stream.message_batch import pack_batch
+from dphhh.stream.operators import write_private
+from dphhh.stream.runner import RESUMED_FROM_FILE, note_resume
+from dphhh.stream.schedule import ReleaseSchedule
 
 
 def _mode(path: Path) -> int:
@@ -76,7 +76,7 @@ def test_ledger_key_and_dumps_are_private_whatever_the_umask(tmp_path: Path, ope
 def test_the_cli_runs_jobs_under_umask_077() -> None:
     """`dphhh run` and `dphhh demo` set umask 077 before anything is created (the JVM and its Python
     workers inherit it: checkpoints and logs are 0600), the other commands leave it alone."""
-    from stream.cli.app import PRIVATE_STATE
+    from dphhh.stream.cli.app import PRIVATE_STATE
 
     assert set(PRIVATE_STATE) == {"run", "demo"}
     source = Path(__file__).resolve().parents[2] / "stream" / "cli" / "app.py"

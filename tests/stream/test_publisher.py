@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from connectors.report_sink import JsonLinesReportFile
-from stream.ledger import ReleaseLedger
-from stream.publisher import ReportPublisher
-from stream.schedule import ReleaseSchedule
+from dphhh.connectors.report_sink import JsonLinesReportFile
+from dphhh.stream.ledger import ReleaseLedger
+from dphhh.stream.publisher import ReportPublisher
+from dphhh.stream.schedule import ReleaseSchedule
 
 SIZE, DELAY = 10_000, 2_000
 

@@ -14,18 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privacy.budget import budget_statement
-from privacy.checks import guarantee_warnings
-from privacy.params import HHHParams, PrivacyBudget
-from privacy.unit import PrivacyUnit
-from privacy.unit_cap import UnitCap
-from stream.assembler import WindowAssembler
-from stream.config import ConfigError, load_config
-from stream.ledger import LedgerError, ReleaseLedger
-from stream.report_metrics import ReportMetrics
-from stream.runner import JobFailed, root_cause, wait_for_kafka
-from stream.schedule import ReleaseSchedule
-from stream.wire import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
+from dphhh.privacy.budget import budget_statement
+from dphhh.privacy.checks import guarantee_warnings
+from dphhh.privacy.params import HHHParams, PrivacyBudget
+from dphhh.privacy.unit import PrivacyUnit
+from dphhh.privacy.unit_cap import UnitCap
+from dphhh.stream.assembler import WindowAssembler
+from dphhh.stream.config import ConfigError, load_config
+from dphhh.stream.ledger import LedgerError, ReleaseLedger
+from dphhh.stream.report_metrics import ReportMetrics
+from dphhh.stream.runner import JobFailed, root_cause, wait_for_kafka
+from dphhh.stream.schedule import ReleaseSchedule
+from dphhh.stream.wire import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
 
 DAY = 86_400_000
 
@@ -292,7 +292,7 @@ def test_root_cause_finds_the_innermost_error() -> None:
     )
     assert root_cause(RuntimeError(java)) == "java.io.IOException: No space left on device"
     py = 'Traceback...\n  File "x", line 1\nstream.ledger.LedgerError: ReleaseLedger: cannot write window 5: Disk quota\n'
-    assert root_cause(RuntimeError(py)).startswith("stream.ledger.LedgerError: ReleaseLedger: cannot write")
+    assert root_cause(RuntimeError(py)).startswith("dphhh.stream.ledger.LedgerError: ReleaseLedger: cannot write")
     assert issubclass(JobFailed, RuntimeError)
 
 
@@ -302,7 +302,7 @@ def test_report_file_cuts_a_partial_line_when_the_disk_fills(tmp_path: Path) -> 
     path = tmp_path / "reports.jsonl"
     script = f"""
 import resource, signal
-from connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from dphhh.connectors.report_sink import JsonLinesReportFile, ReportSinkError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 f = JsonLinesReportFile({str(path)!r})
 f.write(b'{{"window": {{"start_ms": 1}}, "pad": "' + b"a" * 100 + b'"}}')
@@ -325,8 +325,8 @@ except ReportSinkError as exc:
 def test_a_release_for_levels_or_partitions_the_hierarchy_does_not_have_is_refused() -> None:
     """h must match the hierarchy: a sketch release for level 0, level > h or a partition >= P is refused,
     and a window's report needs exactly one release per (level, partition) of its hierarchy."""
-    from privacy.window import assemble_report, release_sketch
-    from sketches.hierarchy import parse_hierarchy
+    from dphhh.privacy.window import assemble_report, release_sketch
+    from dphhh.sketches.hierarchy import parse_hierarchy
 
     params = HHHParams(epsilon=1.0, delta=1e-6, tau=100, partitions=2)
     for level, h, part in ((0, 4, 0), (5, 4, 0), (1, 0, 0), (1, 4, 2)):

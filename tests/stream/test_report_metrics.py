@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from stream.report_metrics import METRIC_NAMES, ReportMetrics
+from dphhh.stream.report_metrics import METRIC_NAMES, ReportMetrics
 
 
 def _report(end_ms: int, n_noisy: int, hhh: list[dict]) -> dict:
@@ -65,7 +65,7 @@ def test_a_report_readable_after_its_publication_time_counts_as_late() -> None:
     """Live (a publication delay known): a report read more than LATE_AFTER_S after release + delay
     is counted late, one read before that is not; reports due before the first one this reader saw
     (a start's backlog) are not; without a delay (a replay) nothing is late."""
-    from stream.report_metrics import LATE_AFTER_S
+    from dphhh.stream.report_metrics import LATE_AFTER_S
 
     def report(w: int) -> dict:
         return {

@@ -8,8 +8,8 @@ import threading
 import pytest
 from prometheus_client import generate_latest
 
-from stream.report_metrics import ReportMetrics
-from stream.reports_stall import ReportsStallWatch, StallDetector, stall_limit_s
+from dphhh.stream.report_metrics import ReportMetrics
+from dphhh.stream.reports_stall import ReportsStallWatch, StallDetector, stall_limit_s
 
 
 def test_the_limit_is_ten_checkpoint_intervals_and_at_least_two_minutes() -> None:

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream.config import ConfigError, load_config, parse_time_ms
-from stream.schedule import ELEMENT_REASONS, LIVE, REPLAY, ReleaseSchedule
+from dphhh.stream.config import ConfigError, load_config, parse_time_ms
+from dphhh.stream.schedule import ELEMENT_REASONS, LIVE, REPLAY, ReleaseSchedule
 
 
 def test_window_arithmetic_and_description() -> None:
@@ -153,7 +153,7 @@ def test_until_and_the_clock_tick_do_not_change_the_deployment() -> None:
 def test_windows_due_at_a_start_counts_the_missed_windows() -> None:
     """A live job (re)started after a while owes a report for every window since its last one; dphhh run
     warns when that is many. Replays owe nothing up front."""
-    from stream.runner import windows_due
+    from dphhh.stream.runner import windows_due
 
     s = ReleaseSchedule(1000, 10_000, grace_ms=0)
     assert windows_due(s, [], 10_999) == 0 and windows_due(s, [], 11_000) == 1
@@ -166,7 +166,7 @@ def test_windows_due_at_a_start_counts_the_missed_windows() -> None:
 def test_the_embedded_default_run_is_a_new_deployment_each_time() -> None:
     """`dphhh run` without --config gets its own ledger, checkpoints and group per run (no schedule owed
     from an earlier run)."""
-    from stream.cli.run import embedded_run_overrides
+    from dphhh.stream.cli.run import embedded_run_overrides
 
     first, second = (
         dict(o.split("=", 1) for o in embedded_run_overrides()),
@@ -192,9 +192,9 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
     watermark): for any batch X of JSON records (own time, arrival, some malformed) and one more
     record e anywhere in it, X + e yields X's windows with e's value added to its own window (or e's
     own dead letter), and exactly X's other dead letters."""
-    from connectors.decode import MessageDecoder
-    from stream.decode_batch import decode_batch
-    from stream.message_batch import pack_batch
+    from dphhh.connectors.decode import MessageDecoder
+    from dphhh.stream.decode_batch import decode_batch
+    from dphhh.stream.message_batch import pack_batch
 
     schedule = ReleaseSchedule(
         size_ms=1000, origin_ms=2000, mode=mode, grace_ms=200, until_ms=10_000, max_future_ms=2500, max_past_ms=1500

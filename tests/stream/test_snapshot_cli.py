@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.cli import main
-from stream.paths import DEMO_CAPTURE, capture
+from dphhh.stream.cli import main
+from dphhh.stream.paths import DEMO_CAPTURE, capture
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

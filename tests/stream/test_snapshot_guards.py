@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.cli import main
-from stream.cli import snapshot as snapshot_mod
+from dphhh.stream.cli import main
+from dphhh.stream.cli import snapshot as snapshot_mod
 
 BAD = 517  # unparsable rows: only the operational line may name this count
 

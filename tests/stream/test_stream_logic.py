@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.report_sink import JsonLinesReportFile, ReportSinkError
-from privacy.params import HHHParams
-from privacy.window import release_sketch
-from sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
-from sketches.misra_gries import MisraGries
-from stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
-from stream.config import ConfigError, load_config
-from stream.ledger import LedgerError, ReleaseLedger
-from stream.schedule import ReleaseSchedule
+from dphhh.connectors.report_sink import JsonLinesReportFile, ReportSinkError
+from dphhh.privacy.params import HHHParams
+from dphhh.privacy.window import release_sketch
+from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
+from dphhh.stream.config import ConfigError, load_config
+from dphhh.stream.ledger import LedgerError, ReleaseLedger
+from dphhh.stream.schedule import ReleaseSchedule
 
 
 def test_ledger_stores_once_and_returns_the_first(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_schedule_start_is_written_once(tmp_path: Path) -> None:
 
 def test_documented_configuration_matches_the_defaults() -> None:
     """deploy/dphhh.toml lists every key with its built-in default (the reference stays true)."""
-    from stream.config import DEFAULTS
+    from dphhh.stream.config import DEFAULTS
 
     root = Path(__file__).resolve().parents[2]
     assert load_config(root / "deploy" / "dphhh.toml", environ={}).values == DEFAULTS
@@ -157,7 +157,7 @@ def test_documented_configuration_matches_the_defaults() -> None:
 
 def test_level_payloads_and_sketch_state_round_trip() -> None:
     """A partition's per-level keys and its h sketches survive packing and unpacking unchanged."""
-    from stream.wire import pack_levels, pack_sketches, unpack_levels, unpack_sketches
+    from dphhh.stream.wire import pack_levels, pack_sketches, unpack_levels, unpack_sketches
 
     arrays = [np.arange(3, dtype=np.int64), np.empty(0, np.int64), np.array([7, 7, 9], np.int64)]
     back = unpack_levels(pack_levels(arrays), parse_hierarchy("path:3"))
@@ -171,8 +171,8 @@ def test_level_payloads_and_sketch_state_round_trip() -> None:
 def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monkeypatch) -> None:
     """Pass-through Kafka options may name an environment variable or a file; every client gets the
     resolved value, the public view masks them, and a missing secret is an error naming the key only."""
-    from stream.cli import build_parser
-    from stream.cli.options import kafka_options
+    from dphhh.stream.cli import build_parser
+    from dphhh.stream.cli.options import kafka_options
 
     secret = tmp_path / "jaas"
     secret.write_text(
@@ -205,7 +205,7 @@ def test_kafka_secrets_come_from_env_or_file_and_never_show(tmp_path: Path, monk
 def test_record_timestamps_travel_in_front_of_the_value() -> None:
     """stamp/unstamp: the 8-byte prefix the Java ScheduledTimestamps operator turns into the Kafka
     record timestamp (a report's scheduled release; none for a dead letter without one)."""
-    from stream.wire import stamp, unstamp
+    from dphhh.stream.wire import stamp, unstamp
 
     for ts in (0, 1_796_083_200_500, 2**62, None):
         assert unstamp(stamp(b'{"x": 1}', ts)) == (ts, b'{"x": 1}')
@@ -216,9 +216,9 @@ def test_the_metric_catalogue_names_exactly_the_counters_the_operators_create() 
     """The decode operator counts the dead letters of unparsable records only (COUNTED_REASONS; and of
     those only records holding no element); the catalogue lists those and the release operator's
     schedule counters (and late reports: incidents), nothing per element."""
-    from stream.metrics_catalog import OPERATOR_COUNTERS
-    from stream.operators import COUNTED_REASONS
-    from stream.schedule import ELEMENT_REASONS
+    from dphhh.stream.metrics_catalog import OPERATOR_COUNTERS
+    from dphhh.stream.operators import COUNTED_REASONS
+    from dphhh.stream.schedule import ELEMENT_REASONS
 
     assert set(OPERATOR_COUNTERS["decode"]) == {f"dead_letters_{r}" for r in COUNTED_REASONS}
     assert not COUNTED_REASONS & set(ELEMENT_REASONS)

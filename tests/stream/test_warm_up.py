@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 from pyflink.common import Types
 
-import stream.operators as ops
-from stream.message_batch import pack_batch
+import dphhh.stream.operators as ops
+from dphhh.stream.message_batch import pack_batch
 from tests.harness import Chain, KeyedHarness, ProcessHarness
 from tests.stream.test_neighbour_failures import KINDS, ORIGIN, RAW, TO_SKETCH, _cfg, _element
 
@@ -52,9 +52,9 @@ for stage in chain.stages:
 
 def signatures():
     import numba
-    import privacy.unit_cap, sketches._mg_kernel, sketches._pair_table, sketches.keyed
+    import dphhh.privacy.unit_cap, dphhh.sketches._mg_kernel, dphhh.sketches._pair_table, dphhh.sketches.keyed
     out = {}
-    for module in (privacy.unit_cap, sketches._mg_kernel, sketches._pair_table, sketches.keyed):
+    for module in (dphhh.privacy.unit_cap, dphhh.sketches._mg_kernel, dphhh.sketches._pair_table, dphhh.sketches.keyed):
         for name, obj in vars(module).items():
             if isinstance(obj, numba.core.dispatcher.Dispatcher):
                 out[f"{module.__name__}.{name}"] = sorted(map(str, obj.signatures))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.cli import main
+from dphhh.stream.cli import main
 
 from .test_cli import SYNACK, _require, _run
 

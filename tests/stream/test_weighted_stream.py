@@ -8,15 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from connectors.decode import MessageDecoder
-from sketches.level_sketches import LevelSketches
-from sketches.misra_gries import MisraGries, clip_weights
-from sketches.partition import route
-from stream.config import load_config
-from stream.decode_batch import decode_batch
-from stream.message_batch import pack_batch
-from stream.schedule import ReleaseSchedule
-from stream.wire import (
+from dphhh.connectors.decode import MessageDecoder
+from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.misra_gries import MisraGries, clip_weights
+from dphhh.sketches.partition import route
+from dphhh.stream.config import load_config
+from dphhh.stream.decode_batch import decode_batch
+from dphhh.stream.message_batch import pack_batch
+from dphhh.stream.schedule import ReleaseSchedule
+from dphhh.stream.wire import (
     pack_levels,
     sketch_payloads,
     unit_payloads,

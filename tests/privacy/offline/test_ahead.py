@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from privacy.offline.ahead import (
+from dphhh.privacy.offline.ahead import (
     AheadParams,
     ahead_1d,
     ahead_2d,
@@ -23,8 +23,8 @@ from privacy.offline.ahead import (
     norm_sub,
     weighted_average,
 )
-from privacy.offline.ldp import grr_variance, oue_variance
-from privacy.offline.range_baselines import HioParams, hio, uniform_guess
+from dphhh.privacy.offline.ldp import grr_variance, oue_variance
+from dphhh.privacy.offline.range_baselines import HioParams, hio, uniform_guess
 
 HUGE = 60.0  # e^60 ≈ 1e26: GRR keeps every value (keep probability rounds to 1)
 
@@ -329,7 +329,7 @@ def _traced_peak(run) -> int:
 def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(sizes: list[int], branching: int) -> None:
     """ahead_memory_bytes (public parameters only) is within a factor 2 of the peak numpy allocation
     that tracemalloc measures, on domains where the grids dominate (few records, all in one cell)."""
-    from privacy.offline.ahead import ahead_memory_bytes, ahead_nd
+    from dphhh.privacy.offline.ahead import ahead_memory_bytes, ahead_nd
 
     values = np.zeros((2000, len(sizes)), dtype=np.int64)
     values = values[:, 0] if len(sizes) == 1 else values
@@ -341,7 +341,7 @@ def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(sizes: list
 
 def test_memory_estimate_of_the_issue_case_is_hundreds_of_gib() -> None:
     """Two 16-bit-ish columns are both padded to 65536: the dense grid alone is 8 * 2^32 bytes."""
-    from privacy.offline.ahead import ahead_memory_bytes
+    from dphhh.privacy.offline.ahead import ahead_memory_bytes
 
     assert ahead_memory_bytes([65536, 1501], 2) > 8 * 2**32
     assert ahead_memory_bytes([65536, 1501], 2) == ahead_memory_bytes([65536, 65536], 2)

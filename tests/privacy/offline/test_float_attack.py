@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 from scipy.stats import beta as beta_dist
 
-from privacy.noise import laplace
-from privacy.offline.interval_tree import IntervalTree
-from privacy.offline.lue_dptree import noisy_node_values, optimal_budgets
+from dphhh.privacy.noise import laplace
+from dphhh.privacy.offline.interval_tree import IntervalTree
+from dphhh.privacy.offline.lue_dptree import noisy_node_values, optimal_budgets
 from tests.privacy.test_noise import GRID, sampler_geometric_tail_counts
 
 # Root [1, 2] with leaves [1, 1] and [2, 2]; an element with value 1 moves the root and leaf [1, 1].

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from privacy.noise import discrete_laplace, laplace
-from privacy.offline.hhh_algorithm1 import algorithm1_levels
-from privacy.offline.hhh_baseline import baseline_levels
-from privacy.offline.hhh_offline import (
+from dphhh.privacy.noise import discrete_laplace, laplace
+from dphhh.privacy.offline.hhh_algorithm1 import algorithm1_levels
+from dphhh.privacy.offline.hhh_baseline import baseline_levels
+from dphhh.privacy.offline.hhh_offline import (
     Algorithm1Scales,
     BaselineScales,
     OfflineHHHParams,
@@ -24,9 +24,9 @@ from privacy.offline.hhh_offline import (
     plan_offline_hhh,
     stability_histogram_hhh,
 )
-from privacy.randomness import SeededRandomSource
-from sketches.exact import exact_counts, exact_hhh
-from sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.sketches.exact import exact_counts, exact_hhh
+from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
 
 H4 = parse_hierarchy("ipv4:8,16,24,32")
 
@@ -473,8 +473,8 @@ def test_released_counts_are_integers_in_both_mechanisms() -> None:
 def test_dlap_sum_bound_holds_and_is_tight_for_one_noise(scale: float, terms: int) -> None:
     """P(|Σ of m DLap(scale)| > B) <= β at the returned B (exact for m <= 2, a Chernoff bound above),
     and for m = 1 it is the smallest such B."""
-    from privacy.noise import discrete_laplace_pmf
-    from privacy.offline.hhh_offline import dlap_sum_bound
+    from dphhh.privacy.noise import discrete_laplace_pmf
+    from dphhh.privacy.offline.hhh_offline import dlap_sum_bound
 
     beta = 0.01
     b = dlap_sum_bound(scale, terms, beta)
@@ -543,7 +543,7 @@ def test_algorithm1_intervals_cover_the_exact_conditioned_counts() -> None:
 def test_baseline_intervals_count_the_subtracted_noises() -> None:
     """A baseline count that subtracts k reported descendants carries 1 + k noises: its interval is
     the m = 1 + k bound at β/K; a prefix without reported descendants uses m = 1."""
-    from privacy.offline.hhh_offline import dlap_sum_bound
+    from dphhh.privacy.offline.hhh_offline import dlap_sum_bound
 
     values = np.repeat(np.array([0x0A000001, 0x0A000002, 0x0A000103, 0x0B000001], dtype=np.uint32), [900] * 3 + [50])
     params = OfflineHHHParams(2.0, 1e-6, 400)

@@ -10,17 +10,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privacy.offline.inftda import (
+from dphhh.privacy.offline.inftda import (
     InfTDAParams,
     PathDomain,
     inftda,
     inftda_from_counts,
     noisy_counts,
 )
-from privacy.offline.intopt import int_opt
-from privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
-from privacy.randomness import SeededRandomSource
-from sketches.hierarchy import parse_hierarchy
+from dphhh.privacy.offline.intopt import int_opt
+from dphhh.privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
+from dphhh.privacy.randomness import SeededRandomSource
+from dphhh.sketches.hierarchy import parse_hierarchy
 
 PARAMS = InfTDAParams(epsilon=1.0, delta=1e-6)
 
@@ -436,7 +436,7 @@ def test_level_memory_estimate_is_within_a_factor_two_of_the_measured_peak(secon
     sampler (/16: ~2·10³ draws), a few rounds (/20: ~4·10⁴) and many (/24: ~2·10⁵)."""
     import tracemalloc
 
-    from privacy.offline.inftda import inftda_level_memory_bytes
+    from dphhh.privacy.offline.inftda import inftda_level_memory_bytes
 
     rng = np.random.default_rng(0)
     values = (rng.integers(0, 3, 3000).astype(np.uint32) << 24) | rng.integers(0, 1 << 24, 3000).astype(np.uint32)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privacy.noise import binomial
-from privacy.offline import ldp
+from dphhh.privacy.noise import binomial
+from dphhh.privacy.offline import ldp
 
 ALPHA = 1e-6
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privacy.noise import discrete_laplace_pmf
-from privacy.offline.interval_tree import IntervalTree
-from privacy.offline.lue_dptree import (
+from dphhh.privacy.noise import discrete_laplace_pmf
+from dphhh.privacy.offline.interval_tree import IntervalTree
+from dphhh.privacy.offline.lue_dptree import (
     MECHANISM_NOISE,
     LueParams,
     Workload,
@@ -480,7 +480,7 @@ def test_blue_error_never_exceeds_canonical_error_per_query(seed: int) -> None:
 
 def test_large_domain_reports_error_bound() -> None:
     """Above the exact-BLUE size limit the release reports the no-BLUE error, marked as a bound."""
-    from privacy.offline.lue_dptree import EXACT_BLUE_ERROR_MAX_N
+    from dphhh.privacy.offline.lue_dptree import EXACT_BLUE_ERROR_MAX_N
 
     tree = IntervalTree.complete(EXACT_BLUE_ERROR_MAX_N + 1, 16)
     result = lue_dptree_counts(np.zeros(tree.n, dtype=np.int64), tree, LueParams(1.0), rng=0)
@@ -497,7 +497,7 @@ def test_large_domain_reports_error_bound() -> None:
 @pytest.mark.parametrize("n, fanouts", [(1, 2), (2, 2), (1000, 16), (4097, 16), (12345, 7), (100, [3, 5, 7])])
 def test_node_count_matches_the_built_tree(n: int, fanouts) -> None:
     """node_count predicts the size of the tree without building it."""
-    from privacy.offline.interval_tree import node_count
+    from dphhh.privacy.offline.interval_tree import node_count
 
     tree = IntervalTree.complete(n, fanouts) if isinstance(fanouts, int) else IntervalTree.from_fanouts(n, fanouts)
     assert node_count(n, fanouts) == tree.size
@@ -509,7 +509,7 @@ def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(n: int, fan
     tracemalloc measures while building the tree and releasing it (incl. BLUE's n x n matrices)."""
     import tracemalloc
 
-    from privacy.offline.lue_dptree import lue_memory_bytes
+    from dphhh.privacy.offline.lue_dptree import lue_memory_bytes
 
     values = np.random.default_rng(0).integers(1, n + 1, 2000)
     tracemalloc.start()

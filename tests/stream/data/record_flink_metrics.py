@@ -28,11 +28,11 @@ TYPES = {"JmxCounter": "counter", "JmxGauge": "gauge", "JmxMeter": "meter", "Jmx
 def main() -> None:
     import pyflink
 
-    from connectors.kafka_io import PackedProducer
-    from stream.config import load_config
-    from stream.job import build_pipeline, flink_configuration, prepare_gateway
-    from stream.ledger import resolve_origin
-    from stream.runner import prepare_kafka
+    from dphhh.connectors.kafka_io import PackedProducer
+    from dphhh.stream.config import load_config
+    from dphhh.stream.job import build_pipeline, flink_configuration, prepare_gateway
+    from dphhh.stream.ledger import resolve_origin
+    from dphhh.stream.runner import prepare_kafka
 
     name = f"record-metrics-{uuid.uuid4().hex[:6]}"
     work = ROOT / "var" / "runs" / name
