@@ -64,6 +64,8 @@ def test_the_scan_finds_each_form_of_an_old_import() -> None:
 def test_nothing_imports_a_package_outside_the_dphhh_namespace() -> None:
     offenders = {}
     for path in _tracked("*.py"):
+        if path == Path(__file__).resolve():
+            continue  # this file's negative controls hold the old forms on purpose
         found = top_level_imports(path.read_text(encoding="utf-8"))
         if found:
             offenders[str(path.relative_to(ROOT))] = found

@@ -201,6 +201,9 @@ TIMING_LINES: dict[str, str] = {
     "Completed checkpoint <n>": "as above",
     "checkpoint request time in queue": "as above",
     "Failed to trigger or complete checkpoint <n>": "a periodic checkpoint the final savepoint overtakes",
+    "Failed to trigger or complete checkpoint UNKNOWN_CHECKPOINT_ID": (
+        "a periodic checkpoint due while the scheduler shuts down (WARN, seen once in the shutdown of a loaded run)"
+    ),
     "Received resource requirements from job": "the slot manager logs each poll of requirements it sees",
     "Error cleaning up servers urn": "Beam's clean-up of a worker environment racing the worker's exit",
     "Failed to close release connections with type": "the Kafka client's close racing its network thread",

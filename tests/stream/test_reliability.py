@@ -291,7 +291,7 @@ def test_root_cause_finds_the_innermost_error() -> None:
         "Caused by: java.io.IOException: No space left on device\n\tat x.y"
     )
     assert root_cause(RuntimeError(java)) == "java.io.IOException: No space left on device"
-    py = 'Traceback...\n  File "x", line 1\nstream.ledger.LedgerError: ReleaseLedger: cannot write window 5: Disk quota\n'
+    py = 'Traceback...\n  File "x", line 1\ndphhh.stream.ledger.LedgerError: ReleaseLedger: cannot write window 5: Disk quota\n'
     assert root_cause(RuntimeError(py)).startswith("dphhh.stream.ledger.LedgerError: ReleaseLedger: cannot write")
     assert issubclass(JobFailed, RuntimeError)
 
