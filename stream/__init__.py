@@ -41,6 +41,7 @@ Modules:
 * :mod:`dphhh.stream.reports_stall` — noticing readers of the reports topic held back by an open
   transaction;
 * :mod:`dphhh.stream.report_metrics` — Prometheus metrics of the published reports;
+* :mod:`dphhh.stream.reference` — the configuration and metrics reference pages and the docs site, generated from the code;
 * :mod:`dphhh.stream.metrics_catalog` — the catalogue of exported metrics (dashboards and their tests);
 * :mod:`dphhh.stream.dashboard` — ``dphhh dashboard``, a small live web page of the latest reports;
 * :mod:`dphhh.stream.errors` — errors the stream commands report to the user (:class:`JobFailed`).

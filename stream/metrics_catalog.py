@@ -23,7 +23,15 @@ from dphhh.connectors.skips import is_unparsable
 
 from .report_metrics import METRIC_NAMES as REPORT_METRICS
 
-__all__ = ["OPERATOR_COUNTERS", "FLINK_METRICS", "JOB_METRICS", "REPORT_METRICS", "FORBIDDEN_WORDS", "prometheus_name"]
+__all__ = [
+    "OPERATOR_COUNTERS",
+    "OPERATOR_COUNTER_HELP",
+    "FLINK_METRICS",
+    "JOB_METRICS",
+    "REPORT_METRICS",
+    "FORBIDDEN_WORDS",
+    "prometheus_name",
+]
 
 #: step → the counters of that operator (dead letters of unparsable records: one per reason).
 OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
@@ -33,6 +41,26 @@ OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
 }
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
 FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)
+
+_HELP = {
+    ("release", "windows_released"): "windows of the public schedule released (one report each, refused ones included)",
+    ("release", "windows_republished"): "windows released again after a failure (the ledger's bytes, republished)",
+    ("release", "windows_refused"): "windows refused by the budget guard (their report says so)",
+    ("release", "reports_overdue"): (
+        "reports not ready at their publication time: an incident of an under-provisioned deployment"
+    ),
+    ("flink", "flink_jobmanager_job_numRestarts"): "the job's restarts after failures",
+}
+
+
+def OPERATOR_COUNTER_HELP(step: str, name: str) -> str:  # noqa: N802 (a table, read like one)
+    """What the exported counter ``name`` of ``step`` counts (for the generated metrics reference)."""
+    if step == "decode" and name.startswith("dead_letters_"):
+        reason = name.removeprefix("dead_letters_")
+        return f"records dead-lettered as `{reason}`: unreadable, they hold no element (an operational count)"
+    return _HELP[(step, name)]
+
+
 #: Words of metric names that track the data and must never be exported (checked on live scrapes).
 FORBIDDEN_WORDS = (
     "busyTime",
