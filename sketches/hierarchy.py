@@ -117,6 +117,14 @@ class Hierarchy(ABC):
     def count(self, values: Any) -> int:
         """Number of elements in a batch of values."""
 
+    @abstractmethod
+    def empty(self) -> Any:
+        """A batch of no values, of the form :meth:`keys` takes (``count(empty()) == 0``)."""
+
+    @abstractmethod
+    def concat(self, batches: Sequence[Any]) -> Any:
+        """The batches' values as one batch, in order (:meth:`empty` for no batch)."""
+
     def _check_level(self, level: int, *, allow_root: bool = False) -> None:
         low = 0 if allow_root else 1
         if not (low <= level <= self.h):
@@ -188,6 +196,12 @@ class IPv4Hierarchy(Hierarchy):
 
     def count(self, values: np.ndarray) -> int:
         return int(np.asarray(values).shape[0])
+
+    def empty(self) -> np.ndarray:
+        return np.empty(0, dtype=np.uint32)
+
+    def concat(self, batches: Sequence[np.ndarray]) -> np.ndarray:
+        return np.concatenate([np.asarray(b, dtype=np.uint32) for b in batches]) if batches else self.empty()
 
 
 #: The key of a hierarchy that was never keyed: public (exact references and tests only).
@@ -294,6 +308,14 @@ class IPv6Hierarchy(Hierarchy):
     def count(self, values: tuple[np.ndarray, np.ndarray]) -> int:
         return int(np.asarray(values[0]).shape[0])
 
+    def empty(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.empty(0, np.uint64), np.empty(0, np.uint64)
+
+    def concat(self, batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        if not batches:
+            return self.empty()
+        return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
+
 
 class PathHierarchy(Hierarchy):
     """``/``-separated paths of exactly ``depth`` components; level ℓ keeps ℓ components."""
@@ -367,6 +389,12 @@ class PathHierarchy(Hierarchy):
 
     def count(self, values: Sequence[str]) -> int:
         return len(values)
+
+    def empty(self) -> list[str]:
+        return []
+
+    def concat(self, batches: Sequence[Sequence[str]]) -> list[str]:
+        return [p for b in batches for p in b]
 
 
 def parse_hierarchy(text: str) -> Hierarchy:

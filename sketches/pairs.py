@@ -275,6 +275,13 @@ class PairHierarchy(Hierarchy):
     def count(self, values: Any) -> int:
         return self.first.count(values[0])
 
+    def empty(self) -> tuple[Any, Any]:
+        return self.first.empty(), self.second.empty()
+
+    def concat(self, batches: Sequence[Any]) -> tuple[Any, Any]:
+        """(first values, second values) of the batches, each side concatenated by its hierarchy."""
+        return self.first.concat([b[0] for b in batches]), self.second.concat([b[1] for b in batches])
+
 
 def is_pair_spec(text: str) -> bool:
     """True iff ``text`` names a pair hierarchy (``"A x B"`` or ``"A × B"``)."""

@@ -235,23 +235,9 @@ def iter_records(
         yield values, None
 
 
-def _concat(hierarchy: Hierarchy, batches: list[Any]) -> Any:
-    if hierarchy.kind == "pair":
-        if not batches:
-            return np.empty(0, np.uint32), np.empty(0, np.uint32)
-        return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
-    if hierarchy.kind == "ipv4":
-        return np.concatenate(batches) if batches else np.empty(0, dtype=np.uint32)
-    if hierarchy.kind == "ipv6":
-        if not batches:
-            return np.empty(0, np.uint64), np.empty(0, np.uint64)
-        return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
-    return [p for b in batches for p in b]
-
-
 def read_all_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter) -> Any:
     """All values of the file at once (for the exact reference)."""
-    return _concat(hierarchy, list(iter_values(path, input_format, hierarchy, skips)))
+    return hierarchy.concat(list(iter_values(path, input_format, hierarchy, skips)))
 
 
 def read_all_records(
@@ -259,7 +245,7 @@ def read_all_records(
 ) -> tuple[Any, np.ndarray | None]:
     """All ``(values, weights)`` of the file at once (``weights`` ``None`` when unweighted)."""
     batches = list(iter_records(path, input_format, hierarchy, skips, weighting))
-    values = _concat(hierarchy, [b[0] for b in batches])
+    values = hierarchy.concat([b[0] for b in batches])
     if not batches or batches[0][1] is None:
         return values, None
     return values, np.concatenate([b[1] for b in batches])

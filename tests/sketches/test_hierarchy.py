@@ -402,3 +402,33 @@ def test_path_labels_travel_between_hierarchy_objects():
     assert receiver.label(receiver.ancestor(int(keys[0]), 3, 1), 1) == "de"
     with pytest.raises(ValueError, match="does not match"):
         receiver.remember(3, {int(keys[0]): "fr/idf/paris"})
+
+
+@pytest.mark.parametrize("spec", ["ipv4:8,16,24,32", "ipv6:16,32,48,64,128", "path:3", "ipv4:8,16 x ipv4:16,32"])
+def test_a_hierarchy_concatenates_its_own_batches_and_has_an_empty_batch(spec: str) -> None:
+    """Values are the hierarchy's own business (issue: a new kind is one class): split points of one
+    batch, concatenated back, give the same keys at every level as the whole batch; no batch is the
+    hierarchy's empty batch, which has no element and no key."""
+    hierarchy = parse_hierarchy(spec)
+    rng = np.random.default_rng(5)
+    n = 200
+    if hierarchy.kind == "ipv6":
+        whole = (rng.integers(0, 2**63, n, dtype=np.uint64), rng.integers(0, 2**63, n, dtype=np.uint64))
+        split = lambda a, b: (whole[0][a:b], whole[1][a:b])  # noqa: E731
+    elif hierarchy.kind == "path":
+        whole = [f"c{i % 3}/r{i % 7}/s{i}" for i in range(n)]
+        split = lambda a, b: whole[a:b]  # noqa: E731
+    elif hierarchy.kind == "pair":
+        whole = (rng.integers(0, 2**32, n, dtype=np.uint32), rng.integers(0, 2**32, n, dtype=np.uint32))
+        split = lambda a, b: (whole[0][a:b], whole[1][a:b])  # noqa: E731
+    else:
+        whole = rng.integers(0, 2**32, n, dtype=np.uint32)
+        split = lambda a, b: whole[a:b]  # noqa: E731
+    cuts = [0, *sorted(rng.choice(np.arange(1, n), 4, replace=False).tolist()), n]
+    joined = hierarchy.concat([split(a, b) for a, b in zip(cuts, cuts[1:])])
+    assert hierarchy.count(joined) == n
+    for level in range(1, hierarchy.h + 1):
+        assert hierarchy.keys(joined, level).tolist() == hierarchy.keys(whole, level).tolist()
+    empty = hierarchy.concat([])
+    assert hierarchy.count(empty) == hierarchy.count(hierarchy.empty()) == 0
+    assert hierarchy.keys(empty, hierarchy.h).size == 0
