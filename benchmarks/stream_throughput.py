@@ -119,6 +119,8 @@ TARGET_ADDRESSES_PER_S = 1_000_000
 TARGET_RATIO = 0.5
 TARGET_LATENCY_S = 5.0
 SCENARIOS = {"packed", "user", "single", "latency", "flows", "flows-python"}
+#: --single-format: the message formats of the one-address-per-message scenario
+SINGLE_FORMATS = {"packed": "packed-ipv4", "text": "text-ipv4", "json": "json", "json-time": "json-time"}
 CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
 
 
@@ -269,7 +271,9 @@ def stream_messages(
     packed = pack_ipv4(addresses) if fmt == "packed-ipv4" else None
     if fmt == "packed-ipv4-pairs":
         packed = np.stack([units, addresses], axis=1).astype(">u4").tobytes()
-    texts = dotted(addresses) if fmt == "text-ipv4" else None
+    texts = dotted(addresses) if fmt in ("text-ipv4", "json", "json-time") else None
+    if fmt == "json":
+        texts = [b'{"ip": "%s"}' % t for t in texts]
     if fmt == "flow-json":
         texts = flow_records(addresses, first_window_ms, windows)
     bounds = np.linspace(0, n, windows + 1).round().astype(np.int64)
@@ -281,6 +285,9 @@ def stream_messages(
             a = lo + i * per_message
             b = min(hi, a + per_message)
             ts = start + (i * (WINDOW_MS - 2)) // count
+            if fmt == "json-time":  # the element's own event time (input.json_time_field = "t")
+                yield ts, b'{"ip": "%s", "t": %d}' % (texts[a], ts)
+                continue
             yield ts, (packed[width * a : width * b] if packed is not None else texts[a])
 
 
@@ -600,7 +607,7 @@ class Job:
             window.update({"mode": "replay", "origin": origin, "until": origin + windows * WINDOW_MS})
         values = {
             "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group},
-            "input": {"format": fmt, **(inputs or {})},
+            "input": {"format": "json" if fmt == "json-time" else fmt, **(inputs or {})},
             "window": window,
             "flink": {
                 "checkpoint_interval_ms": checkpoint_ms,
@@ -772,7 +779,7 @@ class Bench:
         clock (their windows are their append times'), flow records keep their own times (BASE_MS on).
         ``--replay-log explicit``: every record carries an explicit timestamp from BASE_MS on (no
         clock records: a replay then applies its epochs at the end of input)."""
-        clock = self.args.replay_log == "clock" and fmt != "text-ipv4"
+        clock = self.args.replay_log == "clock" and fmt not in ("text-ipv4", "json", "json-time")
         topics = self.kafka.topics(f"{self.prefix}-{name}", live=clock)
         origin = BASE_MS
         if reuse is None:
@@ -1123,9 +1130,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single-windows", type=int, default=4, help="windows of that scenario (default 4)")
     ap.add_argument(
         "--single-format",
-        choices=("packed", "text"),
         default="packed",
-        help="one address per message as a 4-byte packed message (default) or a dotted quad",
+        help="one address per message, comma-separated formats, each its own job on the same addresses: packed "
+        '(a 4-byte packed message, the default), text (a dotted quad), json ({"ip": quad}), json-time (with the '
+        "element's own time, input.json_time_field); the notes give each format's messages/s over text's",
     )
     ap.add_argument(
         "--latency-addresses",
@@ -1207,6 +1215,11 @@ def main(argv: list[str] | None = None) -> int:
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if only - SCENARIOS:
         ap.error(f"--only: unknown scenario(s) {', '.join(sorted(only - SCENARIOS))}")
+    unknown = set(args.single_format.split(",")) - set(SINGLE_FORMATS)
+    if unknown:
+        ap.error(
+            f"--single-format: unknown format(s) {', '.join(sorted(unknown))} (one of {', '.join(SINGLE_FORMATS)})"
+        )
     for name in (
         "addresses",
         "batch",
@@ -1334,14 +1347,21 @@ def main(argv: list[str] | None = None) -> int:
                 bench.note_ratio("flows", "flows-baseline", args.flow_records)
             del addresses
         if "single" in only:
-            fmt = "packed-ipv4" if args.single_format == "packed" else "text-ipv4"
-            log(
-                f"single: {args.single_messages:,} messages of one address ({fmt}), {args.single_windows} window(s) ..."
-            )
             addresses = synthetic_addresses(args.single_messages, seed=2)
-            bench.throughput(
-                f"1/msg ({args.single_format})", "single", addresses, 1, args.single_windows, fmt, startup, False
-            )
+            forms = args.single_format.split(",")
+            for form in sorted(forms, key=lambda f: f != "text"):  # text first: the others' ratios are over it
+                fmt = SINGLE_FORMATS[form]
+                log(
+                    f"single: {args.single_messages:,} messages of one address ({form}), "
+                    f"{args.single_windows} window(s) ..."
+                )
+                inputs = {"json_time_field": "t"} if form == "json-time" else None
+                name = "single" if form == "packed" else f"single-{form}"
+                bench.throughput(
+                    f"1/msg ({form})", name, addresses, 1, args.single_windows, fmt, startup, False, inputs=inputs
+                )
+                if form != "text" and "text" in forms:
+                    bench.note_ratio(name, "single-text", args.single_messages)
         if "latency" in only:
             bench.latency()
     except KeyboardInterrupt:

@@ -237,3 +237,52 @@ def test_flow_records_over_sources_are_their_own_units_and_nothing_changes_witho
     for fmt in ("packed-ipv4", "text-ipv4", "json", "path"):
         with pytest.raises(ValueError, match="source_units"):
             MessageDecoder(fmt, source_units=True)
+
+
+def _json_corpus(n: int = 600) -> list[bytes | None]:
+    """A seeded mix of JSON messages, most of them good: every reason of the format appears."""
+    rng = np.random.default_rng(11)
+    out: list[bytes | None] = []
+    for i in range(n):
+        ip = ".".join(str(int(x)) for x in rng.integers(0, 256, 4))
+        good = {"ip": f" {ip} " if i % 17 == 0 else ip, "ts": 1_000 + i, "user": f"u{i % 37}" if i % 2 else i % 41}
+        case = i % 20
+        if case == 0:
+            good["ip"] = "2001:db8::1"  # wrong_family
+        elif case == 1:
+            good["ip"] = "1.2.3.256"  # bad_ipv4
+        elif case == 2:
+            del good["ts"]  # bad_time
+        elif case == 3:
+            good["user"] = True  # missing_unit
+        elif case == 4:
+            del good["ip"]  # missing_field
+        if case == 5:
+            out.append(b"{not json")
+        elif case == 6:
+            out.append(None if i % 40 == 6 else b"")
+        elif case == 7:
+            out.append(b"\xff\xfe")
+        else:
+            out.append(json.dumps(good).encode())
+    return out
+
+
+@pytest.mark.parametrize("time_field", [None, "ts"])
+@pytest.mark.parametrize("unit_field", [None, "user"])
+def test_json_batches_decode_message_for_message_as_one_message_does(time_field, unit_field) -> None:
+    """The batch path of the json format (fields checked per message, addresses parsed and unit values
+    keyed once per batch) gives every message's reason, value, event time and unit key of decode()."""
+    decoder = MessageDecoder("json", json_time_field=time_field, unit_field=unit_field, max_message_bytes=1 << 10)
+    messages = _json_corpus()
+    one = [decoder.decode(m) for m in messages]
+    many = decoder.decode_many(messages)
+    assert many.reasons == [d.reason for d in one]
+    assert sum(d.ok for d in one) >= 300 and len({d.reason for d in one}) >= 6  # the corpus exercises both
+    assert many.values.tolist() == [int(d.values[0]) for d in one if d.ok]
+    assert many.event_times.tolist() == [-1 if not d.ok or d.event_time is None else d.event_time for d in one]
+    if unit_field is None:
+        assert many.units is None
+    else:
+        assert many.units.tolist() == [d.units.tolist()[0] for d in one if d.ok]
+        assert len(set(many.units.tolist())) == 37 + 41  # distinct users, distinct keys

@@ -84,8 +84,13 @@ def test_no_decoder_raises_and_every_reason_is_known(messages: list[bytes | None
         assert many.reasons == [d.reason for d in one]
         assert many.counts.tolist() == [len(d.values) if d.ok else 0 for d in one]
         assert len(many.values) == int(many.counts.sum())
+        # the same values, times and units as message-by-message decoding, in message order
+        assert list(np.asarray(many.values).tolist()) == [x for d in one if d.ok for x in np.asarray(d.values).tolist()]
+        if many.event_times is not None:
+            assert many.event_times.tolist() == [-1 if not d.ok or d.event_time is None else d.event_time for d in one]
         if decoder.has_units:  # every kept value has its privacy unit
             assert many.units.size == len(many.values)
+            assert many.units.tolist() == [u for d in one if d.ok for u in d.units.tolist()]
 
 
 @FUZZ
