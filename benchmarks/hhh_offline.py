@@ -49,7 +49,7 @@ from dphhh.privacy.offline.hhh_baseline import BaselineScales, baseline_levels
 from dphhh.privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy, exact_selection
 from dphhh.privacy.offline.hhh_planner import plan_offline_hhh
 from dphhh.privacy.randomness import SeededRandomSource
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 DELTA, BETA = 1e-6, 0.05
 HIERARCHIES = ["ipv4:8,16,24,32", "ipv4:" + ",".join(str(i) for i in range(1, 33))]

@@ -38,9 +38,7 @@ never counted, like ``wrong_family``).
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +51,7 @@ from dphhh.sketches.keyed import KeySecret
 from .flow_json import REASONS as FLOW_REASONS
 from .flow_json import FlowJsonDecoder, decode_pairs
 from .skips import SkipCounter
-from .text import parse_ipv4, parse_ipv4_each, parse_paths
+from .text import may_hold_address, parse_ipv4, parse_ipv4_each, parse_paths
 
 __all__ = ["FORMATS", "PACKED_FORMATS", "UNIT_FORMATS", "REASONS", "Decoded", "DecodedBatch", "MessageDecoder"]
 
@@ -513,23 +511,3 @@ class MessageDecoder:
         if paths[0].count("/") + 1 != self.path_depth:
             return Decoded(reason="bad_path_depth")
         return Decoded(values=paths)
-
-
-#: an IPv4 dotted quad not glued to other digits or dots, or a run of hex digits and colons with at
-#: least two colons (an IPv6 address candidate)
-_ADDRESS_LIKE = re.compile(
-    rb"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*"
-)
-
-
-def may_hold_address(value: bytes) -> bool:
-    """Whether unreadable bytes (invalid UTF-8, malformed JSON) may still hold an IP address: some
-    token in them is a valid IPv4 dotted quad or IPv6 address. A refused record that may hold one is
-    dead-lettered but never counted in public (docs/ALGORITHMS.md §0.1 f): when in doubt, it holds one."""
-    for token in _ADDRESS_LIKE.findall(bytes(value)):
-        try:
-            ipaddress.ip_address(token.decode("ascii"))
-            return True
-        except ValueError:
-            continue
-    return False

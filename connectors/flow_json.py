@@ -99,7 +99,7 @@ import numpy.typing as npt
 from dphhh.sketches.errors import UsageError
 
 from .skips import SkipCounter, is_unparsable
-from .text import iter_text_lines, parse_ipv4_each
+from .text import iter_text_lines, may_hold_address, parse_ipv4_each
 
 _fast_loads: Callable[[bytes | str], Any]
 try:  # pragma: no cover - exercised through whichever is installed
@@ -454,8 +454,6 @@ class FlowJsonDecoder:
             return True  # not parsed: it may hold one
         obj, reason = _slow_loads(value, ints_as_text=True)  # a counter of any length: the key decides
         if reason is not None:  # unreadable (invalid UTF-8, malformed JSON): it may still hold one
-            from .decode import may_hold_address
-
             return may_hold_address(value.encode() if isinstance(value, str) else value)
         if not isinstance(obj, dict):
             return False

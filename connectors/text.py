@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "iter_text_lines",
     "parse_ipv4",
     "parse_ipv4_each",
+    "may_hold_address",
     "parse_ipv6",
     "parse_paths",
 ]
@@ -293,3 +295,23 @@ def parse_paths(lines: list[str], skips: SkipCounter, max_depth: int = 64, max_l
     skips.add("bad_path_too_long", long)
     skips.add("bad_path_too_deep", deep)
     return out
+
+
+#: an IPv4 dotted quad not glued to other digits or dots, or a run of hex digits and colons with at
+#: least two colons (an IPv6 address candidate)
+_ADDRESS_LIKE = re.compile(
+    rb"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*"
+)
+
+
+def may_hold_address(value: bytes) -> bool:
+    """Whether unreadable bytes (invalid UTF-8, malformed JSON) may still hold an IP address: some
+    token in them is a valid IPv4 dotted quad or IPv6 address. A refused record that may hold one is
+    dead-lettered but never counted in public (docs/ALGORITHMS.md §0.1 f): when in doubt, it holds one."""
+    for token in _ADDRESS_LIKE.findall(bytes(value)):
+        try:
+            ipaddress.ip_address(token.decode("ascii"))
+            return True
+        except ValueError:
+            continue
+    return False

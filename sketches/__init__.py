@@ -18,6 +18,7 @@ Modules:
   raw data, never to be published);
 * :mod:`dphhh.sketches.pairs` — pair hierarchies for two-dimensional HHH (:class:`PairHierarchy`: the
   lattice of (source prefix, destination prefix) nodes, collision-free IPv4 × IPv4 keys);
+* :mod:`dphhh.sketches.specs` — :func:`parse_hierarchy`, a spec of any kind (one-dimensional or a pair);
 * :mod:`dphhh.sketches._pair_table` — the compiled key → pair table of a pair node whose keys cannot be
   decoded (the /32 × /32 node, hashed pairs), merging chance collisions under the smaller pair (internal);
 * :mod:`dphhh.sketches.keyed` — secret, per-window keyed-hash keys for prefixes wider than 63 bits
@@ -38,12 +39,13 @@ from .errors import DphhhError, InputError, OperationalError, UsageError
 from .exact import ExactHHH, exact_counts, exact_hhh
 from .exact2d import ExactPairHHH, exact_hhh_2d
 from .framing import seal, unseal
-from .hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy, splitmix64
+from .hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, splitmix64
 from .level_sketches import LevelSketches
 from .misra_gries import MisraGries, SketchFormatError, clip_weights
 from .pairs import PairHierarchy, parse_pair_hierarchy
 from .partition import check_partitions, partition_of, route
 from .sizing import sketch_memory_bytes, sketch_state_bytes
+from .specs import parse_hierarchy
 
 __all__ = [
     # errors

@@ -41,7 +41,7 @@ __all__ = [
     "IPv4Hierarchy",
     "IPv6Hierarchy",
     "PathHierarchy",
-    "parse_hierarchy",
+    "parse_single_hierarchy",
     "splitmix64",
 ]
 
@@ -397,18 +397,14 @@ class PathHierarchy(Hierarchy):
         return [p for b in batches for p in b]
 
 
-def parse_hierarchy(text: str) -> Hierarchy:
-    """Parse ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]``, ``path[:4]`` or a pair ``A x B`` of
-    two of them (:class:`~dphhh.sketches.pairs.PairHierarchy`) into a hierarchy.
+def parse_single_hierarchy(text: str) -> Hierarchy:
+    """Parse a one-dimensional spec, ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]`` or ``path[:4]``,
+    into a hierarchy (:func:`dphhh.sketches.specs.parse_hierarchy` parses pairs too).
 
-    Raises ``ValueError`` naming the bad part.
+    Raises :class:`UsageError` naming the bad part.
     """
     if not isinstance(text, str) or not text.strip():
         raise UsageError(f"hierarchy: expected e.g. 'ipv4:8,16,24,32', got {text!r}")
-    if " x " in text or "×" in text:  # a pair hierarchy, "ipv4:8,16 x ipv4:8,16" (docs/ALGORITHMS.md §11)
-        from .pairs import parse_pair_hierarchy
-
-        return parse_pair_hierarchy(text.replace("×", " x "))
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
     try:

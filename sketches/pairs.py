@@ -34,7 +34,7 @@ import numpy as np
 
 from ._pair_table import KeyTable
 from .errors import UsageError
-from .hierarchy import PUBLIC_KEY, Hierarchy, IPv4Hierarchy, parse_hierarchy, splitmix64
+from .hierarchy import PUBLIC_KEY, Hierarchy, IPv4Hierarchy, parse_single_hierarchy, splitmix64
 from .keyed import KeySecret, siphash_words
 
 __all__ = ["PairHierarchy", "parse_pair_hierarchy", "is_pair_spec", "PAIR_SEPARATOR", "ARROW"]
@@ -293,4 +293,4 @@ def parse_pair_hierarchy(text: str) -> PairHierarchy:
     parts: Sequence[str] = [p.strip() for p in str(text).replace("×", " x ").split(" x ")]
     if len(parts) != 2 or not all(parts):
         raise UsageError(f"hierarchy: a pair hierarchy is 'A x B' with two one-dimensional specs, got {text!r}")
-    return PairHierarchy(parse_hierarchy(parts[0]), parse_hierarchy(parts[1]))
+    return PairHierarchy(parse_single_hierarchy(parts[0]), parse_single_hierarchy(parts[1]))

@@ -25,7 +25,8 @@ from dphhh.privacy.checks import guarantee_warnings
 from dphhh.privacy.params import HHHParams, PrivacyBudget
 from dphhh.privacy.unit import PrivacyUnit
 from dphhh.sketches.errors import UsageError
-from dphhh.sketches.hierarchy import Hierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import Hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 if TYPE_CHECKING:
     from .schedule import ReleaseSchedule

@@ -1,6 +1,7 @@
-"""One namespace and its layers: everything is imported as ``dphhh.<package>``, and each package uses
+"""One namespace and its layers: everything is imported as ``dphhh.<package>``, each package uses
 only the ones below it — ``sketches`` ← ``privacy`` ← ``connectors`` ← ``stream`` (the CLI is
-``dphhh.stream.cli``).
+``dphhh.stream.cli``) — and no module imports itself through others (no import circle, lazy
+imports inside functions included).
 
 In the checkout the packages live in top-level folders (``sketches/``, …), so with the checkout on
 ``sys.path`` (as pytest puts it) ``import sketches`` would still work here — and load a second copy
@@ -103,3 +104,97 @@ def test_each_package_loads_only_the_layers_below_it(tmp_path: Path) -> None:
         above = set(LAYERS[i + 1 :])
         assert layer in seen["loaded"] and not above & set(seen["loaded"]), (layer, seen["loaded"])
         assert seen["tops"] == [], (layer, seen["tops"])  # no module loaded under an old top-level name
+
+
+def import_graph(root: Path, packages: tuple[str, ...] = LAYERS, namespace: str = "dphhh") -> dict[str, set[str]]:
+    """{module: the project's modules it imports} of every module under ``root/<package>``, read from
+    the source (imports inside functions included). ``from package import submodule`` is an edge to
+    the submodule, not to the package's ``__init__``."""
+    files = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files[".".join([namespace, *parts])] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                subs = {f"{target}.{a.name}" for a in node.names} & set(files)
+                edges.update(subs or ({target} & set(files)))
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert import_circles(import_graph(ROOT)) == []
+
+
+def test_the_circle_check_finds_a_lazy_circle_and_ignores_a_submodule_import(tmp_path: Path) -> None:
+    """Negative control: a module importing another at the top while that one imports it back inside a
+    function is a circle; ``from . import sub`` in a package's ``__init__`` and in a sibling is not."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import a, b\n")
+    (pkg / "a.py").write_text("from .b import g\n\ndef f():\n    return g()\n")
+    (pkg / "b.py").write_text("from . import c\n\ndef g():\n    from .a import f\n    return f\n")
+    (pkg / "c.py").write_text("X = 1\n")
+    graph = import_graph(tmp_path, ("pkg",), namespace="ns")
+    assert graph["ns.pkg.b"] == {"ns.pkg.c", "ns.pkg.a"} and graph["ns.pkg"] == {"ns.pkg.a", "ns.pkg.b"}
+    assert import_circles(graph) == [["ns.pkg.a", "ns.pkg.b"]]
+    (pkg / "b.py").write_text("from . import c\n\ndef g():\n    return c.X\n")
+    assert import_circles(import_graph(tmp_path, ("pkg",), namespace="ns")) == []

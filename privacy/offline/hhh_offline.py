@@ -12,7 +12,7 @@ Two mechanisms compute a private HHH set with noisy *conditioned* counts from th
   histograms with discrete Laplace noise of scale ``h/ε``, HHH by post-processing;
 
 and :func:`~dphhh.privacy.offline.hhh_planner.plan_offline_hhh` predicts both errors and picks one.
-All three are re-exported here.
+All three are re-exported by :mod:`dphhh.privacy.offline` (not here: they import this module).
 
 The **root** (level 0) is never reported by these offline mechanisms: only levels ``h .. 1`` are
 processed (the root's conditioned count is ``n`` minus the selected mass, and ``n`` itself would
@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +57,6 @@ from dphhh.privacy.params import check_int, check_open_unit, check_positive
 from dphhh.privacy.tails import dlap_tail, smallest_two_sided_bound
 from dphhh.sketches.errors import UsageError
 from dphhh.sketches.hierarchy import Hierarchy
-
-if TYPE_CHECKING:  # the lazy re-exports below (__getattr__), visible to type checkers and linters
-    from .hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_min_tau
-    from .hhh_baseline import BaselineScales, stability_histogram_hhh
-    from .hhh_planner import OfflinePlan, PredictedErrors, plan_offline_hhh
 
 __all__ = [
     "OfflineHHHParams",
@@ -74,15 +69,6 @@ __all__ = [
     "conditioned_counts",
     "dlap_sum_bound",
     "with_intervals",
-    # re-exported below
-    "Algorithm1Scales",
-    "algorithm1_hhh",
-    "algorithm1_min_tau",
-    "BaselineScales",
-    "stability_histogram_hhh",
-    "OfflinePlan",
-    "PredictedErrors",
-    "plan_offline_hhh",
 ]
 
 NEIGHBOURS = "add or remove one element"
@@ -457,25 +443,3 @@ def result_of(
         bool(getattr(source, "secure", False)),
         intervals,
     )
-
-
-# Re-exports of the mechanisms and the planner, resolved lazily (PEP 562) because those modules
-# import the shared types above.
-_REEXPORTS = {
-    "Algorithm1Scales": "hhh_algorithm1",
-    "algorithm1_hhh": "hhh_algorithm1",
-    "algorithm1_min_tau": "hhh_algorithm1",
-    "BaselineScales": "hhh_baseline",
-    "stability_histogram_hhh": "hhh_baseline",
-    "OfflinePlan": "hhh_planner",
-    "PredictedErrors": "hhh_planner",
-    "plan_offline_hhh": "hhh_planner",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REEXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__package__}.{_REEXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

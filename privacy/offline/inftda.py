@@ -52,7 +52,8 @@ from dphhh.privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
 from dphhh.privacy.params import check_int, check_open_unit, check_positive
 from dphhh.privacy.randomness import RandomSource, as_source
 from dphhh.sketches.errors import UsageError
-from dphhh.sketches.hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 __all__ = [
     "NEIGHBOURS",

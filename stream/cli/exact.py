@@ -13,7 +13,7 @@ from typing import Any
 
 from dphhh.connectors.skips import SkipCounter
 from dphhh.connectors.spool import spooled_input
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 from ..batch import exact_report
 from .options import TAU_HELP, input_options, parse_tau, weighting

@@ -20,8 +20,9 @@ from dphhh.connectors.spool import spooled_input
 from dphhh.privacy.checks import guarantee_warnings
 from dphhh.privacy.params import HHHParams, PrivacyBudget
 from dphhh.privacy.plan import PlanInputs, suggest_epsilon
-from dphhh.sketches.hierarchy import Hierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import Hierarchy
 from dphhh.sketches.sizing import sketch_memory_bytes
+from dphhh.sketches.specs import parse_hierarchy
 
 from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory

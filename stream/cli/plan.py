@@ -15,7 +15,7 @@ from typing import Any
 from dphhh.privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
 from dphhh.privacy.plan import PlanInputs, make_plan
 from dphhh.sketches.errors import UsageError
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 from .options import parse_tau
 from .output import add_format_option, output_format, render

@@ -544,7 +544,7 @@ _INFTDA_HINT = (
 def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
     from dphhh.privacy.offline.inftda import InfTDAParams, PathDomain, inftda, inftda_level_memory_bytes
     from dphhh.privacy.params import check_open_unit
-    from dphhh.sketches.hierarchy import parse_hierarchy
+    from dphhh.sketches.specs import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
     params = InfTDAParams(
@@ -609,7 +609,7 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
     from dphhh.privacy.offline.hhh_baseline import stability_histogram_hhh
     from dphhh.privacy.offline.hhh_offline import OfflineHHHParams
     from dphhh.privacy.offline.hhh_planner import plan_offline_hhh
-    from dphhh.sketches.hierarchy import parse_hierarchy
+    from dphhh.sketches.specs import parse_hierarchy
 
     hierarchy = parse_hierarchy(args.hierarchy)
     if hierarchy.kind not in ("ipv4", "ipv6", "path"):

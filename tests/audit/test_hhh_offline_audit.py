@@ -57,7 +57,7 @@ from dphhh.privacy.offline.hhh_algorithm1 import Algorithm1Scales, LevelOutcome,
 from dphhh.privacy.offline.hhh_baseline import BaselineScales, baseline_levels
 from dphhh.privacy.offline.hhh_offline import HierarchyCounts, count_hierarchy
 from dphhh.privacy.randomness import SeededRandomSource
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 from .audit_tools import audit_statistics
 

@@ -108,9 +108,9 @@ from dphhh.privacy.randomness import SeededRandomSource
 from dphhh.privacy.release import ReleaseScales, release_arrays, release_level
 from dphhh.privacy.stream_size import noisy_size
 from dphhh.privacy.window import assemble_report, release_sketch, release_window
-from dphhh.sketches.hierarchy import parse_hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.pairs import PairHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 from .audit_tools import AuditResult, audit_likelihood_ratio, stable_seed
 from .loss_distribution import LossAudit, audit_identical_parts, size_term

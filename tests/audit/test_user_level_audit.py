@@ -56,8 +56,8 @@ from dphhh.privacy.release import ReleaseScales, release_arrays
 from dphhh.privacy.unit import PrivacyUnit
 from dphhh.privacy.unit_cap import UnitCap, unit_keys_of
 from dphhh.privacy.window import release_sketch, release_window
-from dphhh.sketches.hierarchy import parse_hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.specs import parse_hierarchy
 
 from .audit_tools import audit_statistics, stable_seed
 from .release_likelihood import size_log_likelihood, sketch_pair_llr

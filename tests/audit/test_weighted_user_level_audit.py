@@ -33,9 +33,9 @@ import pytest
 from dphhh.privacy.params import PrivacyBudget
 from dphhh.privacy.unit import PrivacyUnit
 from dphhh.privacy.unit_cap import UnitCap, unit_keys_of
-from dphhh.sketches.hierarchy import parse_hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.misra_gries import clip_weights
+from dphhh.sketches.specs import parse_hierarchy
 
 from .audit_tools import stable_seed
 from .test_user_level_audit import (

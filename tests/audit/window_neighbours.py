@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dphhh.sketches.hierarchy import parse_hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.partition import partition_of
+from dphhh.sketches.specs import parse_hierarchy
 
 __all__ = ["HIERARCHY", "PARTITIONS", "CASES", "Neighbours", "build", "check_neighbours", "partitions_of"]
 

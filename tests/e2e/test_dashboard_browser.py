@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dphhh.privacy.params import HHHParams
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 from dphhh.stream.batch import batch_report
 from dphhh.stream.paths import DEMO_CAPTURE, capture
 from tests.e2e.net import free_port

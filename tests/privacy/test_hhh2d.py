@@ -13,9 +13,10 @@ from dphhh.privacy.hhh import SketchRelease
 from dphhh.privacy.hhh2d import COVERAGE_2D, extract_hhh_2d
 from dphhh.privacy.params import HHHParams
 from dphhh.privacy.window import release_window
-from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.pairs import PairHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 H = PairHierarchy(IPv4Hierarchy([8]), IPv4Hierarchy([8]))  # nodes (0,1), (1,0), (1,1)
 

@@ -11,8 +11,9 @@ import pytest
 from dphhh.sketches.errors import UsageError
 from dphhh.sketches.exact import exact_hhh
 from dphhh.sketches.exact2d import ExactPairHHH, exact_hhh_2d
-from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy
 from dphhh.sketches.pairs import PairHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 
 def _ip(text: str) -> int:

@@ -7,13 +7,8 @@ import ipaddress
 import numpy as np
 import pytest
 
-from dphhh.sketches.hierarchy import (
-    IPv4Hierarchy,
-    IPv6Hierarchy,
-    PathHierarchy,
-    parse_hierarchy,
-    splitmix64,
-)
+from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, splitmix64
+from dphhh.sketches.specs import parse_hierarchy
 
 
 def _ip4(text: str) -> int:

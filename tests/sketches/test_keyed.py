@@ -18,8 +18,9 @@ import pytest
 
 import dphhh.sketches.keyed as keyed
 from dphhh.sketches.errors import OperationalError
-from dphhh.sketches.hierarchy import IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv6Hierarchy, PathHierarchy
 from dphhh.sketches.keyed import KeySecret, collision_delta, siphash_reference, siphash_words
+from dphhh.sketches.specs import parse_hierarchy
 
 K0, K1 = 0x0706050403020100, 0x0F0E0D0C0B0A0908  # the specification's key 00 01 .. 0f
 

@@ -9,9 +9,10 @@ import itertools
 import numpy as np
 import pytest
 
-from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy, PathHierarchy
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.pairs import PairHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 BYTES = "ipv4:8,16,24,32 x ipv4:8,16,24,32"
 

@@ -9,8 +9,8 @@ import numpy as np
 from dphhh.privacy.params import HHHParams
 from dphhh.privacy.window import release_window
 from dphhh.sketches import pairs
-from dphhh.sketches.hierarchy import parse_hierarchy
 from dphhh.sketches.level_sketches import LevelSketches
+from dphhh.sketches.specs import parse_hierarchy
 from dphhh.stream.dashboard import ARROW, DashboardState, is_pair_report, report_tree
 
 

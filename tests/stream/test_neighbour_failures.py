@@ -110,7 +110,7 @@ def _element(kind: str, rng: np.random.Generator, pool: np.ndarray, paths: list[
 
 def _colliding(kind: str, secret: KeySecret, stream: list[tuple[int, bytes]], rng: np.random.Generator) -> bytes:
     """An element new to X whose finest-level key (6 bits) equals a key of X's elements."""
-    from dphhh.sketches.hierarchy import parse_hierarchy
+    from dphhh.sketches.specs import parse_hierarchy
 
     h = parse_hierarchy(KINDS[kind][0]).keyed(secret)
     level = h.h

@@ -326,7 +326,7 @@ def test_a_release_for_levels_or_partitions_the_hierarchy_does_not_have_is_refus
     """h must match the hierarchy: a sketch release for level 0, level > h or a partition >= P is refused,
     and a window's report needs exactly one release per (level, partition) of its hierarchy."""
     from dphhh.privacy.window import assemble_report, release_sketch
-    from dphhh.sketches.hierarchy import parse_hierarchy
+    from dphhh.sketches.specs import parse_hierarchy
 
     params = HHHParams(epsilon=1.0, delta=1e-6, tau=100, partitions=2)
     for level, h, part in ((0, 4, 0), (5, 4, 0), (1, 0, 0), (1, 4, 2)):

@@ -12,8 +12,9 @@ import pytest
 from dphhh.connectors.report_sink import JsonLinesReportFile, ReportSinkError
 from dphhh.privacy.params import HHHParams
 from dphhh.privacy.window import release_sketch
-from dphhh.sketches.hierarchy import IPv4Hierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy
 from dphhh.sketches.misra_gries import MisraGries
+from dphhh.sketches.specs import parse_hierarchy
 from dphhh.stream.assembler import WindowAssembler, encode_report, sketch_id, sketch_of_id
 from dphhh.stream.config import ConfigError, load_config
 from dphhh.stream.ledger import LedgerError, ReleaseLedger

@@ -10,23 +10,14 @@ import numpy as np
 import pytest
 
 from dphhh.privacy.noise import discrete_laplace, laplace
-from dphhh.privacy.offline.hhh_algorithm1 import algorithm1_levels
-from dphhh.privacy.offline.hhh_baseline import baseline_levels
-from dphhh.privacy.offline.hhh_offline import (
-    Algorithm1Scales,
-    BaselineScales,
-    OfflineHHHParams,
-    algorithm1_hhh,
-    algorithm1_min_tau,
-    conditioned_counts,
-    count_hierarchy,
-    exact_selection,
-    plan_offline_hhh,
-    stability_histogram_hhh,
-)
+from dphhh.privacy.offline.hhh_algorithm1 import Algorithm1Scales, algorithm1_hhh, algorithm1_levels, algorithm1_min_tau
+from dphhh.privacy.offline.hhh_baseline import BaselineScales, baseline_levels, stability_histogram_hhh
+from dphhh.privacy.offline.hhh_offline import OfflineHHHParams, conditioned_counts, count_hierarchy, exact_selection
+from dphhh.privacy.offline.hhh_planner import plan_offline_hhh
 from dphhh.privacy.randomness import SeededRandomSource
 from dphhh.sketches.exact import exact_counts, exact_hhh
-from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, parse_hierarchy
+from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 H4 = parse_hierarchy("ipv4:8,16,24,32")
 

@@ -20,7 +20,7 @@ from dphhh.privacy.offline.inftda import (
 from dphhh.privacy.offline.intopt import int_opt
 from dphhh.privacy.offline.zcdp import epsilon_from_rho, rho_from_epsilon_delta
 from dphhh.privacy.randomness import SeededRandomSource
-from dphhh.sketches.hierarchy import parse_hierarchy
+from dphhh.sketches.specs import parse_hierarchy
 
 PARAMS = InfTDAParams(epsilon=1.0, delta=1e-6)
 
