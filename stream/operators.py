@@ -862,18 +862,11 @@ class ReleaseOperator(KeyedProcessFunction):
         watermark = ctx.timer_service().current_watermark()
         if watermark >= MAX_WATERMARK:
             # end of input: a replay's whole range is due; a live job (no end) only what the timer says
-            due = (
-                self.schedule.last_window
-                if self.schedule.mode == REPLAY
-                else self.schedule.start_of_release_time(timestamp)
-            )
+            due = self.schedule.last_window if self.schedule.mode == REPLAY else self.schedule.due_through(timestamp)
         else:
-            # every window whose scheduled release the watermark has passed (after a downtime, many):
-            # their sketches' releases have all arrived, since those fire at the same watermark
-            due = max(
-                self.schedule.start_of_release_time(timestamp),
-                self.schedule.start_of(watermark - self.schedule.grace_ms) - self.schedule.size_ms,
-            )
+            # every window whose scheduled release the timer or the watermark has passed (after a
+            # downtime, many): their sketches' releases have all arrived, since those fire at the same watermark
+            due = self.schedule.due_through(max(timestamp, watermark))
         window = self._next()
         while window <= due and self.schedule.in_schedule(window):
             releases = [pickle.loads(p) for p in (self.pending.get(window) or [])]

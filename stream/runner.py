@@ -486,11 +486,7 @@ def windows_due(schedule, released: Sequence[int], now_ms: int) -> int:
 
     if schedule.mode != LIVE:
         return 0
-    nxt = max(schedule.origin_ms, released[-1] + schedule.size_ms) if released else schedule.origin_ms
-    last_due = schedule.start_of(now_ms - schedule.grace_ms) - schedule.size_ms
-    if schedule.until_ms is not None:
-        last_due = min(last_due, schedule.last_window)
-    return max(0, (last_due - nxt) // schedule.size_ms + 1)
+    return schedule.count_due(released[-1] + schedule.size_ms if released else schedule.origin_ms, now_ms)
 
 
 def _committed(cfg: JobConfig, window_start: int) -> bool:

@@ -157,6 +157,18 @@ class ReleaseSchedule:
         """Inverse of :meth:`release_time`."""
         return release_time - self.grace_ms - self.size_ms
 
+    def due_through(self, time_ms: int) -> int:
+        """Start of the last window due at ``time_ms`` — the last whose release time (end + grace) is
+        at or before it — capped at the schedule's last window. Windows from the next unreleased one up
+        to this are due (none when it is smaller). The one rule for the release operator's timers and
+        watermark (docs/ALGORITHMS.md §0.1 a) and for counting the windows a restarted job owes."""
+        last = self.start_of(time_ms - self.grace_ms) - self.size_ms
+        return last if self.until_ms is None else min(last, self.until_ms - self.size_ms)
+
+    def count_due(self, next_start: int, time_ms: int) -> int:
+        """How many windows from ``next_start`` (the next unreleased one) on are due at ``time_ms``."""
+        return max(0, (self.due_through(time_ms) - max(next_start, self.origin_ms)) // self.size_ms + 1)
+
     @property
     def last_window(self) -> int | None:
         """Start of the schedule's last window (``None``: the schedule has no end)."""

@@ -223,3 +223,26 @@ def test_a_batch_with_one_more_message_decides_the_others_alike(rows, extra, at,
         if not more_windows[start]:
             del more_windows[start]
     assert more_windows == base_windows  # every other element in the same window and epoch, in the same order
+
+
+def test_due_through_and_count_due_agree_with_a_literal_enumeration() -> None:
+    """The one rule of which windows are due (the release operator's timers and watermark, and the
+    windows a restarted job owes): counted literally — every window of the schedule from ``next`` on
+    whose end + grace is at or before ``t`` — over random schedules, clocks and restart points."""
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        size = int(rng.choice([1000, 5000, 10_000]))
+        origin = size * int(rng.integers(0, 20))
+        grace = int(rng.integers(0, 3 * size))
+        until = None if rng.random() < 0.4 else origin + size * int(rng.integers(1, 15))
+        s = ReleaseSchedule(size_ms=size, origin_ms=origin, grace_ms=grace, until_ms=until)
+        t = int(rng.integers(0, origin + 25 * size))
+        nxt = origin + size * int(rng.integers(-2, 12))
+        last = until if until is not None else origin + 40 * size
+        literal = [w for w in range(origin, last, size) if w >= nxt and w + size + grace <= t]
+        assert s.count_due(nxt, t) == len(literal), (origin, size, grace, until, t, nxt)
+        due = [w for w in range(origin, last, size) if w + size + grace <= t]
+        if due:
+            assert s.due_through(t) == due[-1]
+        else:
+            assert s.due_through(t) < origin
