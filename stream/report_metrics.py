@@ -126,7 +126,7 @@ class ReportMetrics:
         )
 
     def observe(self, report: dict[str, Any]) -> None:
-        """Update every metric from one published ``dphhh.report/1`` report."""
+        """Update every metric from one published report (``dphhh.report/2``, :data:`dphhh.privacy.report.SCHEMA`)."""
         window = report.get("window", {})
         budget = report.get("budget", {})
         hhh = report.get("hhh", [])
