@@ -263,12 +263,10 @@ class MessageDecoder:
             return self._packed_many(values)
         if self.format == "packed-ipv4-pairs":
             return self._pairs_many(values)
-        if self.format == "text-ipv4":
-            return self._text_many(values)
+        if self.format in ("text-ipv4", "json"):
+            return self._one_address_many(values)
         if self.flow is not None:
             return self._flow_many(values)
-        if self.format == "json":
-            return self._json_many(values)
         decoded = [self.decode(v) for v in values]
         counts = np.array([len(d.values) if d.ok else 0 for d in decoded], dtype=np.int64)
         times = None
@@ -431,33 +429,13 @@ class MessageDecoder:
         pairs = words.reshape(-1, 2)
         return DecodedBatch(reasons, counts, pairs[:, 1].astype(np.uint32), None, pairs[:, 0].astype(np.uint64))
 
-    def _text_many(self, values: list[bytes | None]) -> DecodedBatch:
-        reasons: list[str | None] = [None] * len(values)
-        texts: list[str] = []
-        where: list[int] = []
-        for i, value in enumerate(values):
-            reason = self._size_reason(value)
-            if reason is None:
-                try:
-                    texts.append(bytes(value).decode("utf-8"))  # type: ignore[arg-type]
-                    where.append(i)
-                    continue
-                except UnicodeDecodeError:
-                    reason = "invalid_utf8"
-            reasons[i] = reason
-        parsed, valid = parse_ipv4_each(texts)
-        counts = np.zeros(len(values), dtype=np.int64)
-        at = np.array(where, dtype=np.int64)
-        counts[at[valid]] = 1
-        for j in np.flatnonzero(~valid).tolist():
-            reasons[where[j]] = "wrong_family" if ":" in texts[j] else "bad_ipv4"
-        return DecodedBatch(reasons, counts, parsed[valid])
-
-    def _json_many(self, values: list[bytes | None]) -> DecodedBatch:
-        """JSON messages as a batch: each message's fields checked alone (:meth:`_json_fields`),
-        then every address parsed at once (:func:`parse_ipv4_each`, as ``text-ipv4``) and every unit
-        value keyed in one call — message for message the outcome of :meth:`decode`."""
+    def _one_address_many(self, values: list[bytes | None]) -> DecodedBatch:
+        """``text-ipv4`` and ``json`` messages (one address each) as a batch: each message is read
+        alone (size, UTF-8, and for JSON its fields: :meth:`_json_fields`), then every address is
+        parsed at once (:func:`parse_ipv4_each`) and every JSON unit value keyed in one call —
+        message for message the outcome of :meth:`decode`."""
         n = len(values)
+        json_format = self.format == "json"
         reasons: list[str | None] = [None] * n
         texts: list[str] = []
         where: list[int] = []
@@ -467,11 +445,12 @@ class MessageDecoder:
             reason = self._size_reason(value)
             if reason is None:
                 try:
-                    text = bytes(value).decode("utf-8")  # type: ignore[arg-type]
+                    address = bytes(value).decode("utf-8")  # type: ignore[arg-type]
                 except UnicodeDecodeError:
                     reason = "invalid_utf8"
-            if reason is None:
-                reason, address, event_time, unit = self._json_fields(text)
+            event_time, unit = None, None
+            if reason is None and json_format:
+                reason, address, event_time, unit = self._json_fields(address)
             if reason is not None:
                 reasons[i] = reason
                 continue
@@ -486,6 +465,8 @@ class MessageDecoder:
         at = np.array(where, dtype=np.int64)
         counts = np.zeros(n, dtype=np.int64)
         counts[at[valid]] = 1
+        if not json_format:
+            return DecodedBatch(reasons, counts, parsed[valid])
         event_times = np.full(n, -1, dtype=np.int64)
         event_times[at[valid]] = np.array(times, dtype=np.int64)[valid]
         units = None
