@@ -25,7 +25,7 @@ from .report_metrics import METRIC_NAMES as REPORT_METRICS
 
 __all__ = [
     "OPERATOR_COUNTERS",
-    "OPERATOR_COUNTER_HELP",
+    "job_metric_help",
     "FLINK_METRICS",
     "JOB_METRICS",
     "REPORT_METRICS",
@@ -42,23 +42,14 @@ OPERATOR_COUNTERS: dict[str, tuple[str, ...]] = {
 #: Flink's own metrics the reporter exports (public: failures of the job, not of the data).
 FLINK_METRICS = ("flink_jobmanager_job_numRestarts",)
 
-_HELP = {
-    ("release", "windows_released"): "windows of the public schedule released (one report each, refused ones included)",
-    ("release", "windows_republished"): "windows released again after a failure (the ledger's bytes, republished)",
-    ("release", "windows_refused"): "windows refused by the budget guard (their report says so)",
-    ("release", "reports_overdue"): (
-        "reports not ready at their publication time: an incident of an under-provisioned deployment"
-    ),
-    ("flink", "flink_jobmanager_job_numRestarts"): "the job's restarts after failures",
-}
 
-
-def OPERATOR_COUNTER_HELP(step: str, name: str) -> str:  # noqa: N802 (a table, read like one)
-    """What the exported counter ``name`` of ``step`` counts (for the generated metrics reference)."""
-    if step == "decode" and name.startswith("dead_letters_"):
-        reason = name.removeprefix("dead_letters_")
+def job_metric_help(name: str) -> str:
+    """What the exported metric ``name`` (one of :data:`JOB_METRICS`) counts, for the generated metrics reference."""
+    dead_letters = prometheus_name("decode", "dead_letters_")
+    if name.startswith(dead_letters):
+        reason = name.removeprefix(dead_letters)
         return f"records dead-lettered as `{reason}`: unreadable, they hold no element (an operational count)"
-    return _HELP[(step, name)]
+    return _JOB_METRIC_HELP[name]
 
 
 #: Words of metric names that track the data and must never be exported (checked on live scrapes).
@@ -90,3 +81,17 @@ JOB_METRICS: tuple[str, ...] = (
     *(prometheus_name(step, n) for step, names in OPERATOR_COUNTERS.items() for n in names),
     *FLINK_METRICS,
 )
+
+_JOB_METRIC_HELP = {
+    prometheus_name("release", "windows_released"): (
+        "windows of the public schedule released (one report each, refused ones included)"
+    ),
+    prometheus_name("release", "windows_republished"): (
+        "windows released again after a failure (the ledger's bytes, republished)"
+    ),
+    prometheus_name("release", "windows_refused"): "windows refused by the budget guard (their report says so)",
+    prometheus_name("release", "reports_overdue"): (
+        "reports not ready at their publication time: an incident of an under-provisioned deployment"
+    ),
+    "flink_jobmanager_job_numRestarts": "the job's restarts after failures",
+}
