@@ -201,7 +201,7 @@ class IPv4Hierarchy(Hierarchy):
         return np.empty(0, dtype=np.uint32)
 
     def concat(self, batches: Sequence[np.ndarray]) -> np.ndarray:
-        return np.concatenate([np.asarray(b, dtype=np.uint32) for b in batches]) if batches else self.empty()
+        return np.concatenate(batches) if batches else self.empty()
 
 
 #: The key of a hierarchy that was never keyed: public (exact references and tests only).

@@ -7,7 +7,6 @@ neither imports the other's parser (no import circle).
 
 from __future__ import annotations
 
-from .errors import UsageError
 from .hierarchy import Hierarchy, parse_single_hierarchy
 from .pairs import is_pair_spec, parse_pair_hierarchy
 
@@ -20,8 +19,6 @@ def parse_hierarchy(text: str) -> Hierarchy:
 
     Raises :class:`~dphhh.sketches.errors.UsageError` naming the bad part.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise UsageError(f"hierarchy: expected e.g. 'ipv4:8,16,24,32', got {text!r}")
     if is_pair_spec(text):  # "ipv4:8,16 x ipv4:8,16" (docs/ALGORITHMS.md §11)
         return parse_pair_hierarchy(text)
     return parse_single_hierarchy(text)

@@ -162,8 +162,8 @@ class ReleaseSchedule:
         at or before it — capped at the schedule's last window. Windows from the next unreleased one up
         to this are due (none when it is smaller). The one rule for the release operator's timers and
         watermark (docs/ALGORITHMS.md §0.1 a) and for counting the windows a restarted job owes."""
-        last = self.start_of(time_ms - self.grace_ms) - self.size_ms
-        return last if self.until_ms is None else min(last, self.until_ms - self.size_ms)
+        last, final = self.start_of(time_ms - self.grace_ms) - self.size_ms, self.last_window
+        return last if final is None else min(last, final)
 
     def count_due(self, next_start: int, time_ms: int) -> int:
         """How many windows from ``next_start`` (the next unreleased one) on are due at ``time_ms``."""
