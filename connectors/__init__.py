@@ -17,8 +17,10 @@ Modules:
   vectorised parsers :func:`parse_ipv4`, :func:`parse_ipv6`, :func:`parse_paths`;
 * :mod:`dphhh.connectors.flow_json` — flow records as collectors publish them (pmacct, goflow2),
   decoded in batches (:class:`FlowJsonDecoder`, :func:`iter_flow_file`);
-* :mod:`dphhh.connectors.decode` — decoders of Kafka message values, the stream job's input formats
-  (:class:`MessageDecoder`);
+* :mod:`dphhh.connectors.messages` — the stream job's input formats, one class each, registered by
+  name (:data:`MESSAGE_FORMATS`, :func:`register_message_format`);
+* :mod:`dphhh.connectors.decode` — :class:`MessageDecoder`, the decoder of Kafka message values of
+  one registered format;
 * :mod:`dphhh.connectors.snapshot` — snapshot inputs of the offline modules, read whole into arrays
   (:func:`read_snapshot`: text, pcap/pcapng, csv, JSON lines);
 * :mod:`dphhh.connectors.skips` — counting skipped records by reason, and which counts may be shown;
@@ -32,6 +34,7 @@ Modules:
 from .decode import FORMATS, Decoded, DecodedBatch, MessageDecoder
 from .files import INPUT_FORMATS, InputFile, detect_format, open_input
 from .flow_json import FlowBatch, FlowColumns, FlowJsonDecoder, iter_flow_file, split_json_lines
+from .messages import MESSAGE_FORMATS, MessageFormat, register_message_format
 from .pcap import (
     capture_format,
     iter_capture_sources,
@@ -77,6 +80,9 @@ __all__ = [
     "split_json_lines",
     # Kafka message decoders
     "FORMATS",
+    "MESSAGE_FORMATS",
+    "MessageFormat",
+    "register_message_format",
     "MessageDecoder",
     "Decoded",
     "DecodedBatch",

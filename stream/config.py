@@ -19,7 +19,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dphhh.connectors.decode import FORMATS
+from dphhh.connectors.messages import MESSAGE_FORMATS
 from dphhh.privacy.budget_guard import BudgetGuard
 from dphhh.privacy.checks import guarantee_warnings
 from dphhh.privacy.params import HHHParams, PrivacyBudget
@@ -394,8 +394,8 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         raise ConfigError(f"config: kafka.wait_s must be >= 0, got {k['wait_s']}")
     if k["start"] not in ("auto", "earliest", "latest", "committed"):
         raise ConfigError(f"config: kafka.start must be auto, earliest, latest or committed, got {k['start']!r}")
-    if i["format"] not in FORMATS:
-        raise ConfigError(f"config: input.format must be one of {', '.join(FORMATS)}, got {i['format']!r}")
+    if i["format"] not in MESSAGE_FORMATS:  # the registry as it is now: a format registered later is read
+        raise ConfigError(f"config: input.format must be one of {', '.join(MESSAGE_FORMATS)}, got {i['format']!r}")
     if i["max_message_bytes"] < 4:
         raise ConfigError(f"config: input.max_message_bytes must be >= 4, got {i['max_message_bytes']}")
     _check_window(w)
@@ -431,14 +431,9 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         hierarchy = parse_hierarchy(values["hierarchy"]["spec"])
     except ValueError as exc:
         raise ConfigError(f"config: hierarchy.spec: {exc}") from None
+    _check_format_fits(hierarchy, i["format"])
     if hierarchy.kind == "pair":
         _check_pair_input(hierarchy, i, values["privacy"])
-    elif hierarchy.kind != "ipv4" and i["format"] != "path":
-        raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'path' or an ipv4 hierarchy")
-    if i["format"] in ("packed-ipv4-pairs",) and hierarchy.kind not in ("ipv4", "pair"):
-        raise ConfigError(f"config: input.format {i['format']!r} needs an ipv4 or a pair hierarchy")
-    if i["format"] == "path" and hierarchy.kind != "path":
-        raise ConfigError("config: input.format 'path' needs a path hierarchy (hierarchy.spec = 'path:DEPTH')")
     weight_cap = _check_flow_input(i)
     p = values["privacy"]
     unit = _privacy_unit(p, i["format"])
@@ -507,22 +502,31 @@ def _check_window(w: Mapping[str, Any]) -> None:
             )
 
 
+def _check_format_fits(hierarchy: Hierarchy, fmt: str) -> None:
+    """``input.format`` reads values of the hierarchy's kind (each format's ``hierarchy_kinds``,
+    :mod:`dphhh.connectors.messages`)."""
+    if hierarchy.kind in MESSAGE_FORMATS[fmt].hierarchy_kinds:
+        return
+    readers = [f"{name!r}" for name, cls in MESSAGE_FORMATS.items() if hierarchy.kind in cls.hierarchy_kinds]
+    kinds = " or ".join(sorted(MESSAGE_FORMATS[fmt].hierarchy_kinds))
+    raise ConfigError(
+        f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format {' or '.join(readers)}, got {fmt!r} "
+        f"(which reads values of {kinds} hierarchies)"
+    )
+
+
 def _check_pair_input(hierarchy: Any, i: dict[str, Any], p: Mapping[str, Any]) -> None:
-    """A pair hierarchy (docs/ALGORITHMS.md §11) reads (source, destination) pairs: input.format
-    ``packed-ipv4-pairs`` (8 bytes per element) or ``flow-json`` (``input.flow_key`` is then
-    ``pair``: both addresses of each record, weighted by ``input.flow_weight`` as in 1-D); IPv4 ×
-    IPv4, at event level or at user level per source host (the pair's first address)."""
+    """A pair hierarchy (docs/ALGORITHMS.md §11) reads (source, destination) pairs: an input.format
+    that reads pairs (:func:`_check_format_fits`: ``packed-ipv4-pairs``, 8 bytes per element, or
+    ``flow-json``, whose ``input.flow_key`` is then ``pair``: both addresses of each record, weighted
+    by ``input.flow_weight`` as in 1-D); IPv4 × IPv4, at event level or at user level per source
+    host (the pair's first address)."""
     if not (hierarchy.first.kind == hierarchy.second.kind == "ipv4"):
         raise ConfigError(f"config: hierarchy.spec {hierarchy.spec()!r}: the stream job reads IPv4 x IPv4 pairs")
-    if i["format"] == "flow-json":
+    if "flow_key" in MESSAGE_FORMATS[i["format"]].reads:  # flow records: both addresses of each
         if i["flow_key"] not in ("src", "pair"):
             raise ConfigError("config: input.flow_key: a pair hierarchy reads both addresses (flow_key = 'pair')")
         i["flow_key"] = "pair"
-    elif i["format"] != "packed-ipv4-pairs":
-        raise ConfigError(
-            f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format 'packed-ipv4-pairs' (source, "
-            f"destination; 8 bytes each) or 'flow-json', got {i['format']!r}"
-        )
     if p["unit_key"].strip() and p["unit_key"].strip() != "source-ipv4":
         raise ConfigError(
             "config: privacy.unit_key: a pair hierarchy supports user level per source host only "
@@ -541,11 +545,12 @@ def _check_flow_input(i: Mapping[str, Any]) -> int:
     cap = i["weight_cap"]
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
         raise ConfigError(f"config: input.weight_cap must be an integer >= 1 (0 = unset), got {cap!r}")
-    weighted = i["format"] == "flow-json" and i["flow_weight"] != "records"
+    weighted = "flow_weight" in MESSAGE_FORMATS[i["format"]].reads and i["flow_weight"] != "records"
     if not weighted:
         if cap > 1:
+            weighable = " or ".join(f"{n!r}" for n, c in MESSAGE_FORMATS.items() if "flow_weight" in c.reads)
             raise ConfigError(
-                "config: input.weight_cap applies to input.format 'flow-json' with input.flow_weight "
+                f"config: input.weight_cap applies to input.format {weighable} with input.flow_weight "
                 f"'packets' or 'bytes' (got format {i['format']!r}, weight {i['flow_weight']!r})"
             )
         return 1
@@ -571,22 +576,30 @@ def _privacy_unit(p: Mapping[str, Any], fmt: str) -> PrivacyUnit:
     if cap < 1:
         raise ConfigError(f"config: privacy.unit_cap must be an integer >= 1, got {cap}")
     if key == "source-ipv4":
-        if fmt not in ("packed-ipv4-pairs", "flow-json"):
-            raise ConfigError(
-                "config: privacy.unit_key 'source-ipv4' needs input.format 'packed-ipv4-pairs' "
-                f"(unit address, address) or 'flow-json' (each record's source address), got {fmt!r}"
-            )
+        _check_unit_carrier(key, "source-ipv4", fmt)
         return PrivacyUnit("user", "source address", cap)
-    if fmt == "flow-json":
-        raise ConfigError(
-            f"config: privacy.unit_key {key!r} with input.format 'flow-json': flow records support "
-            "user level per source host only (unit_key = 'source-ipv4')"
-        )
     if key.startswith("json:") and key[5:].strip():
-        if fmt != "json":
-            raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format 'json', got {fmt!r}")
+        _check_unit_carrier(key, "json", fmt)
         return PrivacyUnit("user", f"json field {key[5:].strip()!r}", cap)
     raise ConfigError(f"config: privacy.unit_key must be empty, 'source-ipv4' or 'json:FIELD', got {key!r}")
+
+
+#: The privacy.unit_key kinds: (what a unit is, the key's syntax), for the messages of :func:`_check_unit_carrier`.
+_UNIT_KINDS = {"source-ipv4": ("user level per source host", "source-ipv4"), "json": ("a JSON field", "json:FIELD")}
+
+
+def _check_unit_carrier(key: str, kind: str, fmt: str) -> None:
+    """The unit key ``key`` (of ``kind``) is carried by ``input.format`` (each format's ``unit_keys``)."""
+    carried = MESSAGE_FORMATS[fmt].unit_keys
+    if kind in carried:
+        return
+    carriers = " or ".join(f"{n!r} ({c.unit_keys[kind]})" for n, c in MESSAGE_FORMATS.items() if kind in c.unit_keys)
+    also = ""
+    if carried:
+        what = MESSAGE_FORMATS[fmt].noun
+        units = ", ".join(f"{_UNIT_KINDS[k][0]} (unit_key = {_UNIT_KINDS[k][1]!r})" for k in carried)
+        also = f"; {what} support {units} only"
+    raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format {carriers}, got {fmt!r}{also}")
 
 
 def _json_units(p: Mapping[str, Any]) -> bool:

@@ -1,6 +1,6 @@
-"""Reference pages generated from the code: every configuration key and every exported metric.
+"""Reference pages generated from the code: every configuration key, input format and exported metric.
 
-The pages ``docs/reference/config.md`` and ``docs/reference/metrics.md`` are this module's output,
+The pages ``docs/reference/config.md``, ``formats.md`` and ``metrics.md`` are this module's output,
 committed so they read on any Git host; ``tests/test_docs_site.py`` fails when a committed page differs
 from what the code generates now (a key or metric added, removed or re-described) and builds the
 documentation site with MkDocs in strict mode (warnings are errors). Regenerate with::
@@ -10,6 +10,8 @@ documentation site with MkDocs in strict mode (warnings are errors). Regenerate 
 * configuration: :data:`dphhh.stream.config.DEFAULTS` gives the keys, their types and defaults; the
   descriptions are the comments of the annotated sample ``deploy/dphhh.toml`` (a key it does not
   describe is listed as undocumented — the test refuses that);
+* input formats: the registry of :mod:`dphhh.connectors.messages` (each format's summary, the
+  hierarchy kinds it reads, the privacy units it carries, the options it reads and its reasons);
 * metrics: Flink's reporter exports the allow-list of :mod:`dphhh.stream.metrics_catalog`
   (``job_metric_help`` describes each); ``dphhh run``'s endpoint exports
   :class:`dphhh.stream.report_metrics.ReportMetrics`, whose help strings are read from a fresh registry.
@@ -26,12 +28,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dphhh.connectors.messages import MESSAGE_FORMATS
+
 from .config import DEFAULTS
 from .metrics_catalog import JOB_METRICS, job_metric_help
 from .paths import deploy_dir
 from .report_metrics import ReportMetrics
 
-__all__ = ["config_reference", "metrics_reference", "sample_descriptions", "write_pages", "UNDOCUMENTED"]
+__all__ = [
+    "config_reference",
+    "formats_reference",
+    "metrics_reference",
+    "sample_descriptions",
+    "write_pages",
+    "UNDOCUMENTED",
+]
 
 UNDOCUMENTED = "(undocumented)"
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][\w]*)\s*=\s*(.*)$")
@@ -155,10 +166,39 @@ def metrics_reference() -> str:
     return "\n".join(lines)
 
 
+#: where a format's option that is no ``input.*`` key comes from
+_OPTION_SOURCES = {"path_depth": "the depth of `hierarchy.spec`"}
+
+
+def formats_reference() -> str:
+    """The input formats page (Markdown): every registered message format (``input.format``)."""
+    lines = [
+        "# Input formats reference",
+        "",
+        "Every value of `input.format` (generated from the format registry, `dphhh.connectors.messages`,",
+        "by `python -m dphhh.stream.reference`). A message that does not decode is dead-lettered with one",
+        "of its format's reasons, a property of the message alone (ALGORITHMS.md §0.1 e); a packed",
+        "format's message is decoded element by element whatever its size.",
+        "",
+        "| format | what a message holds | hierarchies | privacy units | options read | reasons |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, cls in MESSAGE_FORMATS.items():
+        kinds = ", ".join(sorted(cls.hierarchy_kinds))
+        units = "; ".join(f"`{key}`: {what}" for key, what in cls.unit_keys.items()) or "—"
+        # the privacy unit's options come from privacy.unit_key (the units column); the others are input.* keys
+        read = sorted(cls.reads - {"unit_field", "source_units"})
+        options = ", ".join(f"`input.{o}`" if o in DEFAULTS["input"] else _OPTION_SOURCES[o] for o in read) or "—"
+        reasons = ", ".join(f"`{r}`" for r in cls.reasons)
+        lines.append(f"| `{name}` | {cls.summary} | {kinds} | {units} | {options} | {reasons} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def write_pages(folder: Path) -> list[Path]:
-    """Write ``config.md`` and ``metrics.md`` into ``folder``; returns their paths."""
+    """Write ``config.md``, ``formats.md`` and ``metrics.md`` into ``folder``; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
-    pages = {"config.md": config_reference(), "metrics.md": metrics_reference()}
+    pages = {"config.md": config_reference(), "formats.md": formats_reference(), "metrics.md": metrics_reference()}
     for name, text in pages.items():
         (folder / name).write_text(text, encoding="utf-8")
     return [folder / name for name in pages]
@@ -174,7 +214,13 @@ SITE_NAV: list[dict[str, Any]] = [
         ]
     },
     {"How-to": [{"Monitor and alert": "alerting.md"}]},
-    {"Reference": [{"Configuration": "reference/config.md"}, {"Metrics": "reference/metrics.md"}]},
+    {
+        "Reference": [
+            {"Configuration": "reference/config.md"},
+            {"Input formats": "reference/formats.md"},
+            {"Metrics": "reference/metrics.md"},
+        ]
+    },
 ]
 
 

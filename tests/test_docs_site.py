@@ -16,16 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from dphhh.connectors.messages import MESSAGE_FORMATS
 from dphhh.stream.config import DEFAULTS
 from dphhh.stream.metrics_catalog import JOB_METRICS, REPORT_METRICS
-from dphhh.stream.reference import UNDOCUMENTED, build_site, config_reference, metrics_reference
+from dphhh.stream.reference import UNDOCUMENTED, build_site, config_reference, formats_reference, metrics_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
 def test_the_committed_reference_pages_are_what_the_code_generates() -> None:
-    for name, text in (("config.md", config_reference()), ("metrics.md", metrics_reference())):
+    pages = {"config.md": config_reference(), "formats.md": formats_reference(), "metrics.md": metrics_reference()}
+    for name, text in pages.items():
         committed = (DOCS / "reference" / name).read_text(encoding="utf-8")
         assert committed == text, (
             f"docs/reference/{name} is stale: .venv/bin/python -m dphhh.stream.reference docs/reference"
@@ -56,6 +58,17 @@ def test_every_config_key_and_every_metric_has_a_described_row() -> None:
     assert missing_metrics(page) == []
     # and no row for a metric the catalogue does not list (the report endpoint's rows come from its registry)
     assert set(re.findall(r"^\| `([\w]+)` \|", page, re.M)) == {*JOB_METRICS, *REPORT_METRICS}
+
+
+def test_every_input_format_has_its_row_with_every_reason() -> None:
+    """The formats page has one row per registered format, each listing exactly the format's
+    reasons — a format registered, or a reason added to one, without regenerating fails here."""
+    page = (DOCS / "reference" / "formats.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w-]+)` \|(.*)\|$", page, re.M)}
+    assert set(rows) == set(MESSAGE_FORMATS)
+    for name, cls in MESSAGE_FORMATS.items():
+        listed = re.findall(r"`(\w+)`", rows[name].rsplit("|", 1)[-1])
+        assert listed == list(cls.reasons), name
 
 
 def test_the_checks_see_a_missing_or_undescribed_key_and_a_missing_metric() -> None:

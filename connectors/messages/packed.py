@@ -1,0 +1,102 @@
+"""The packed formats: many fixed-width big-endian elements per message (the fast path).
+
+* ``packed-ipv4``: IPv4 addresses, 4 bytes each;
+* ``packed-ipv4-pairs``: 8 bytes per element: a big-endian IPv4 *unit* address (e.g. the source,
+  the privacy unit of user-level privacy) then the big-endian IPv4 address the hierarchy is over
+  (e.g. the destination); a pair hierarchy reads the two as (source, destination).
+
+A packed message is decoded element by element whatever its size (docs/ALGORITHMS.md §0.1 e);
+its only reasons are ``empty`` and ``bad_length`` (not a whole number of elements).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from .base import Decoded, DecodedBatch, DecoderOptions, MessageFormat
+
+__all__ = ["PackedIPv4", "PackedIPv4Pairs"]
+
+_BE_U32 = np.dtype(">u4")
+
+
+class _FixedWidth(MessageFormat):
+    """Messages of ``width``-byte elements."""
+
+    width: ClassVar[int]
+    packed = True
+    reasons = ("empty", "bad_length")
+
+    def _split(self, values: list[bytes | None]) -> tuple[list[str | None], np.ndarray, np.ndarray]:
+        """Reasons, element counts and the big-endian uint32 words of the messages."""
+        reasons: list[str | None] = []
+        good: list[bytes] = []
+        counts = np.zeros(len(values), dtype=np.int64)
+        for i, value in enumerate(values):
+            reason = self.size_reason(value)
+            if reason is None and len(value) % self.width:  # type: ignore[arg-type]
+                reason = "bad_length"
+            reasons.append(reason)
+            if reason is None:
+                good.append(value)  # type: ignore[arg-type]
+                counts[i] = len(value) // self.width  # type: ignore[arg-type]
+        return reasons, counts, np.frombuffer(b"".join(good), dtype=_BE_U32)
+
+    def holds_element(self, value: bytes | None) -> bool:
+        """A message of at least one element's bytes may hold one (a bad length cuts the last)."""
+        return bool(value) and len(value) >= self.width  # type: ignore[arg-type]
+
+
+class PackedIPv4(_FixedWidth):
+    """``packed-ipv4``: big-endian IPv4 addresses, 4 bytes each, many per message."""
+
+    name = "packed-ipv4"
+    summary = "big-endian IPv4 addresses, 4 bytes each, many per message (the fast path)"
+    hierarchy_kinds = frozenset({"ipv4"})
+    width = 4
+
+    def decode(self, value: bytes | None) -> Decoded:
+        reason = self.size_reason(value)
+        if reason is None and len(value) % 4:  # type: ignore[arg-type]
+            reason = "bad_length"
+        if reason is not None:
+            return Decoded(reason=reason)
+        return Decoded(values=np.frombuffer(value, dtype=_BE_U32).astype(np.uint32))  # type: ignore[arg-type]
+
+    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
+        reasons, counts, words = self._split(values)
+        return DecodedBatch(reasons, counts, words.astype(np.uint32))
+
+
+class PackedIPv4Pairs(_FixedWidth):
+    """``packed-ipv4-pairs``: (unit or source address, address) big-endian IPv4 pairs, 8 bytes each."""
+
+    name = "packed-ipv4-pairs"
+    summary = (
+        "8 bytes per element, many per message: a big-endian IPv4 unit (or source) address, then the "
+        "address the hierarchy is over (or the destination of a pair hierarchy)"
+    )
+    hierarchy_kinds = frozenset({"ipv4", "pair"})
+    unit_keys = {"source-ipv4": "the unit address of each element"}
+    reads = frozenset({"source_units"})
+    width = 8
+
+    def __init__(self, options: DecoderOptions) -> None:
+        super().__init__(options)
+        self.has_units = True  # the first address of every element
+
+    def decode(self, value: bytes | None) -> Decoded:
+        reason = self.size_reason(value)
+        if reason is None and len(value) % 8:  # type: ignore[arg-type]
+            reason = "bad_length"
+        if reason is not None:
+            return Decoded(reason=reason)
+        pairs = np.frombuffer(value, dtype=_BE_U32).reshape(-1, 2)  # type: ignore[arg-type]
+        return Decoded(values=pairs[:, 1].astype(np.uint32), units=pairs[:, 0].astype(np.uint64))
+
+    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
+        reasons, counts, words = self._split(values)
+        pairs = words.reshape(-1, 2)
+        return DecodedBatch(reasons, counts, pairs[:, 1].astype(np.uint32), None, pairs[:, 0].astype(np.uint64))

@@ -1,0 +1,62 @@
+"""The ``path`` format: one ``/``-path per message (UTF-8), e.g. ``de/bavaria/munich/leopoldstr``.
+
+The path is normalised as :func:`dphhh.connectors.text.parse_paths` does and must have exactly the
+hierarchy's depth (``path_depth``): ``bad_path_depth`` otherwise; ``bad_path_empty_component``,
+``bad_path_too_long`` and ``bad_path_too_deep`` as the parser says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..skips import SkipCounter
+from ..text import parse_paths
+from .base import Decoded, DecodedBatch, DecoderOptions, TextMessageFormat
+
+__all__ = ["PathMessages"]
+
+
+class PathMessages(TextMessageFormat):
+    """``path``: one ``/``-path of the hierarchy's depth per message."""
+
+    name = "path"
+    summary = "one /-path per message (UTF-8) of exactly the hierarchy's depth, e.g. de/bavaria/munich/leopoldstr"
+    reasons = (
+        "empty",
+        "oversized",
+        "invalid_utf8",
+        "bad_path_empty_component",
+        "bad_path_too_long",
+        "bad_path_too_deep",
+        "bad_path_depth",
+    )
+    hierarchy_kinds = frozenset({"path"})
+    reads = frozenset({"path_depth"})
+
+    def __init__(self, options: DecoderOptions) -> None:
+        super().__init__(options)
+        self.path_depth = options.path_depth
+
+    def decode(self, value: bytes | None) -> Decoded:
+        reason, text = self.message_text(value)
+        if reason is not None:
+            return Decoded(reason=reason)
+        skips = SkipCounter()
+        paths = parse_paths([text], skips, max_depth=max(self.path_depth, 1))
+        if not paths:
+            return Decoded(reason=next(iter(skips.as_dict()), "bad_path_empty_component"))
+        if paths[0].count("/") + 1 != self.path_depth:
+            return Decoded(reason="bad_path_depth")
+        return Decoded(values=paths)
+
+    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
+        decoded = [self.decode(v) for v in values]
+        counts = np.array([len(d.values) if d.ok else 0 for d in decoded], dtype=np.int64)
+        paths = [x for d in decoded if d.ok for x in d.values]
+        return DecodedBatch([d.reason for d in decoded], counts, paths)
+
+    def unreadable_may_hold(self, value: bytes) -> bool:
+        return b"/" in value
+
+    def text_holds(self, value: bytes, text: str) -> bool:
+        return bool(parse_paths([text], SkipCounter(), max_depth=len(text) + 1, max_length=len(text) + 1))
