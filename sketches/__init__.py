@@ -39,7 +39,15 @@ from .errors import DphhhError, InputError, OperationalError, UsageError
 from .exact import ExactHHH, exact_counts, exact_hhh
 from .exact2d import ExactPairHHH, exact_hhh_2d
 from .framing import seal, unseal
-from .hierarchy import Hierarchy, IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, splitmix64
+from .hierarchy import (
+    HIERARCHY_KINDS,
+    Hierarchy,
+    IPv4Hierarchy,
+    IPv6Hierarchy,
+    PathHierarchy,
+    register_hierarchy_kind,
+    splitmix64,
+)
 from .level_sketches import LevelSketches
 from .misra_gries import MisraGries, SketchFormatError, clip_weights
 from .pairs import PairHierarchy, parse_pair_hierarchy
@@ -54,7 +62,9 @@ __all__ = [
     "InputError",
     "OperationalError",
     # hierarchies
+    "HIERARCHY_KINDS",
     "Hierarchy",
+    "register_hierarchy_kind",
     "IPv4Hierarchy",
     "IPv6Hierarchy",
     "PathHierarchy",

@@ -37,7 +37,9 @@ from .errors import UsageError
 from .keyed import KeySecret
 
 __all__ = [
+    "HIERARCHY_KINDS",
     "Hierarchy",
+    "register_hierarchy_kind",
     "IPv4Hierarchy",
     "IPv6Hierarchy",
     "PathHierarchy",
@@ -81,6 +83,20 @@ class Hierarchy(ABC):
         """How many sketched levels have keyed-hash keys (each is charged a δ for label merges,
         :func:`dphhh.sketches.keyed.collision_delta`)."""
         return self.h if self.hashed_keys else 0
+
+    @classmethod
+    def from_spec_levels(cls, levels: list[int] | None, text: str) -> Hierarchy:
+        """The hierarchy of the spec ``text`` = ``kind[:levels]`` (``levels`` parsed, ``None`` when
+        the spec gives none: the kind's default). One-dimensional kinds registered with
+        :func:`register_hierarchy_kind` implement it; raises :class:`UsageError` naming the bad part."""
+        raise UsageError(f"hierarchy: {cls.__name__} is not parsed from a spec")
+
+    def address_masks(self) -> tuple[int, ...] | None:
+        """Per sketched level, the mask that turns a value into its key, when values are 32-bit
+        addresses whose level key is the masked address (IPv4): the sketch operators then ship
+        addresses and mask them where they count (:func:`dphhh.stream.wire.sketch_payloads`);
+        ``None`` for any other hierarchy (its keys are computed before routing)."""
+        return None
 
     def keyed(self, secret: KeySecret | None) -> Hierarchy:
         """This hierarchy making its hashed keys under ``secret`` (a window's key,
@@ -168,10 +184,17 @@ class IPv4Hierarchy(Hierarchy):
     def spec(self) -> str:
         return "ipv4:" + ",".join(str(x) for x in self.prefix_lengths)
 
+    @classmethod
+    def from_spec_levels(cls, levels: list[int] | None, text: str) -> IPv4Hierarchy:
+        return cls(levels or (8, 16, 24, 32))
+
     def mask(self, level: int) -> int:
         """The network mask of ``level`` as an int."""
         self._check_level(level, allow_root=True)
         return int(self._masks[level])
+
+    def address_masks(self) -> tuple[int, ...]:
+        return tuple(self.mask(level) for level in range(1, self.h + 1))
 
     def keys(self, values: np.ndarray, level: int) -> np.ndarray:
         self._check_level(level)
@@ -241,6 +264,10 @@ class IPv6Hierarchy(Hierarchy):
         self.prefix_lengths = _check_prefix_lengths("IPv6Hierarchy", prefix_lengths, 128)
         self.secret = PUBLIC_KEY if secret is None else secret
         self._keys = [_PrefixKeys(level, self.secret) for level in range(len(self.prefix_lengths) + 1)]
+
+    @classmethod
+    def from_spec_levels(cls, levels: list[int] | None, text: str) -> IPv6Hierarchy:
+        return cls(levels or (16, 32, 48, 64, 128))
 
     def keyed(self, secret: KeySecret | None) -> IPv6Hierarchy:
         return IPv6Hierarchy(self.prefix_lengths, secret)
@@ -330,6 +357,12 @@ class PathHierarchy(Hierarchy):
         self.secret = PUBLIC_KEY if secret is None else secret
         self._keys = [_PrefixKeys(level, self.secret) for level in range(self.depth + 1)]
 
+    @classmethod
+    def from_spec_levels(cls, levels: list[int] | None, text: str) -> PathHierarchy:
+        if levels is not None and len(levels) != 1:
+            raise UsageError(f"hierarchy: path takes one depth, e.g. 'path:4', got {text!r}")
+        return cls(levels[0] if levels else 4)
+
     def keyed(self, secret: KeySecret | None) -> PathHierarchy:
         return PathHierarchy(self.depth, secret)
 
@@ -397,9 +430,33 @@ class PathHierarchy(Hierarchy):
         return [p for b in batches for p in b]
 
 
+#: The one-dimensional hierarchy kinds by the name their specs begin with (``kind[:levels]``), in
+#: registration order; pairs of them are parsed by :func:`dphhh.sketches.specs.parse_hierarchy`.
+HIERARCHY_KINDS: dict[str, type[Hierarchy]] = {}
+
+
+def register_hierarchy_kind(cls: type[Hierarchy]) -> type[Hierarchy]:
+    """Register the one-dimensional hierarchy class ``cls`` under ``cls.kind``: specs ``kind[:levels]``
+    then parse to it (:meth:`Hierarchy.from_spec_levels`). A kind is registered once."""
+    kind = getattr(cls, "kind", None)
+    if not isinstance(kind, str) or not kind or kind != kind.lower() or ":" in kind or " " in kind:
+        raise ValueError(f"register_hierarchy_kind: {cls.__name__} needs a lower-case kind name, got {kind!r}")
+    if "from_spec_levels" not in vars(cls):
+        raise TypeError(f"register_hierarchy_kind: {cls.__name__} does not define from_spec_levels")
+    if HIERARCHY_KINDS.get(kind, cls) is not cls:
+        raise ValueError(f"register_hierarchy_kind: kind {kind!r} is already registered")
+    HIERARCHY_KINDS[kind] = cls
+    return cls
+
+
+for _kind in (IPv4Hierarchy, IPv6Hierarchy, PathHierarchy):
+    register_hierarchy_kind(_kind)
+
+
 def parse_single_hierarchy(text: str) -> Hierarchy:
-    """Parse a one-dimensional spec, ``ipv4[:8,16,24,32]``, ``ipv6[:16,32,48,64,128]`` or ``path[:4]``,
-    into a hierarchy (:func:`dphhh.sketches.specs.parse_hierarchy` parses pairs too).
+    """Parse a one-dimensional spec of a registered kind (:data:`HIERARCHY_KINDS`) — ``ipv4[:8,16,24,32]``,
+    ``ipv6[:16,32,48,64,128]`` or ``path[:4]`` — into a hierarchy (:func:`dphhh.sketches.specs.parse_hierarchy`
+    parses pairs too).
 
     Raises :class:`UsageError` naming the bad part.
     """
@@ -411,12 +468,8 @@ def parse_single_hierarchy(text: str) -> Hierarchy:
         numbers = [int(x) for x in rest.split(",")] if rest.strip() else None
     except ValueError:
         raise UsageError(f"hierarchy: levels must be comma-separated integers, got {rest!r}") from None
-    if kind == "ipv4":
-        return IPv4Hierarchy(numbers or (8, 16, 24, 32))
-    if kind == "ipv6":
-        return IPv6Hierarchy(numbers or (16, 32, 48, 64, 128))
-    if kind == "path":
-        if numbers is not None and len(numbers) != 1:
-            raise UsageError(f"hierarchy: path takes one depth, e.g. 'path:4', got {text!r}")
-        return PathHierarchy(numbers[0] if numbers else 4)
-    raise UsageError(f"hierarchy: kind must be ipv4, ipv6 or path, got {kind!r}")
+    if kind not in HIERARCHY_KINDS:
+        names = list(HIERARCHY_KINDS)
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        raise UsageError(f"hierarchy: kind must be {listed}, got {kind!r}")
+    return HIERARCHY_KINDS[kind].from_spec_levels(numbers, text)

@@ -160,7 +160,7 @@ def sketch_payloads(
     ``hierarchy``: the configured one keyed with the window's hash key
     (:meth:`dphhh.sketches.hierarchy.Hierarchy.keyed`; default ``cfg.hierarchy``)."""
     hierarchy = cfg.hierarchy if hierarchy is None else hierarchy
-    if hierarchy.kind == "ipv4":
+    if hierarchy.address_masks() is not None:  # addresses travel, masked where they are counted
         for p, payload in ipv4_payloads(values, cfg, weights).items():
             yield p, payload, b""
         return
@@ -263,11 +263,9 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
 
 
 def prefix_masks(hierarchy: Hierarchy) -> tuple[int, ...] | None:
-    """Each level's network mask for an IPv4 hierarchy (whose payloads carry addresses, not keys:
-    :func:`unpack_sketch_batch`), else ``None``."""
-    if hierarchy.kind != "ipv4":
-        return None
-    return tuple(hierarchy.mask(level) for level in range(1, hierarchy.h + 1))  # type: ignore[attr-defined]
+    """Each level's mask for a hierarchy whose payloads carry addresses, not keys (IPv4:
+    :meth:`~dphhh.sketches.hierarchy.Hierarchy.address_masks`, :func:`unpack_sketch_batch`), else ``None``."""
+    return hierarchy.address_masks()
 
 
 def unpack_sketch_batch(seq: int, payload: bytes, hierarchy: Hierarchy) -> Batch | AddressBatch:
