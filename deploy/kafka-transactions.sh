@@ -15,7 +15,7 @@
 # read_committed readers (dphhh reports, the dashboard) stall at it. find-hanging lists such
 # transactions (topic, partition, producer, StartOffset). abort writes an ABORT marker at StartOffset:
 # readers move on, but that transaction's records are dropped from the topic — a dropped report is
-# still in the job's release ledger and reports file. README, "Guarantees and failure behaviour".
+# still in the job's release ledger and reports file. docs/howto/troubleshoot.md, "Known limits".
 #
 # The broker must be running (deploy/kafka-start.sh); DPHHH_KAFKA_PORT / DPHHH_KAFKA_VAR /
 # DPHHH_KAFKA_SECURITY pick it as for deploy/kafka-topics.sh. Each call starts a JVM (about 1-2 s).

@@ -98,8 +98,8 @@ class ClockTicker(threading.Thread):
                 if "Authorization" in type(exc).__name__:
                     message = (
                         f"the job may not write its clock records to its input topic {self.topic} "
-                        f"({type(exc).__name__}); a live job needs write access to it (README, the release "
-                        "schedule)"
+                        f"({type(exc).__name__}); a live job needs write access to it (docs/explanation/stream-job.md, "
+                        "the release schedule)"
                     )
                     _LOG.error("dphhh clock: %s", message)
                     if self.on_fatal is not None:

@@ -80,7 +80,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # a sketch takes the elements that arrived in one epoch of this length together, in canonical order
         "epoch_ms": 100,
         # live: every report becomes visible this long after its window's release time (end + grace),
-        # whatever its window held; a report not ready by then is an incident (README "Publication time")
+        # whatever its window held; a report not ready by then is an incident
+        # (docs/explanation/stream-job.md, "Publication time")
         "publish_delay_ms": 3000,
     },
     "privacy": {

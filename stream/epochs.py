@@ -13,7 +13,7 @@ another parallelism, other batch cuts or partition interleavings change nothing.
 
 A batch for an epoch the clock has already passed can only come from a broker clock that stepped
 back (a partition's append times going backwards): the operators apply it at once, on its own,
-decided by the clock alone (README "Known limits"). The operators apply complete epochs at their
+decided by the clock alone (docs/howto/troubleshoot.md "Known limits"). The operators apply complete epochs at their
 event-time timers, never on another element's arrival.
 
 * :class:`SketchWindow` — one (partition, window) of the sketch operator: h sketches, the epochs

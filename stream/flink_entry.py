@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--run-dir", default="var/runs/flink-run", help="folder for the job's run files")
     args = parser.parse_args(argv)
-    os.umask(0o077)  # job state holds raw data (README "Who may read what")
+    os.umask(0o077)  # job state holds raw data (docs/explanation/guarantees.md "Who may read what")
     cfg = load_config(args.config, overrides=args.set)
     if cfg["flink.remote"]:
         raise SystemExit(

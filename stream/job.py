@@ -276,7 +276,8 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
         conf.set_string("rest.port", port)
     else:
         # the embedded MiniCluster's REST endpoint (a random port) shows record counts, offsets and
-        # state sizes, which track the data: loopback only (README "Who may read what")
+        # state sizes, which track the data: loopback only (docs/explanation/guarantees.md
+        # "Who may read what")
         conf.set_string("rest.bind-address", "127.0.0.1")
         conf.set_string("rest.address", "127.0.0.1")
     return conf

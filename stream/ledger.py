@@ -9,7 +9,7 @@ recomputed with fresh noise (docs/ALGORITHMS.md §0 (b)). A disk-full or unwrita
 :class:`LedgerError` and nothing is published for that window.
 
 The ledger holds private state (the deployment's hash key, :mod:`dphhh.sketches.keyed`): its folder is
-created 0700 and its files 0600, whatever the umask (README "Who may read what").
+created 0700 and its files 0600, whatever the umask (docs/explanation/guarantees.md "Who may read what").
 """
 
 from __future__ import annotations

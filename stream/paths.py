@@ -46,7 +46,7 @@ _HERE = Path(__file__).resolve().parent
 ROOT: Path | None = _HERE.parent if (_HERE.parent / "pyproject.toml").is_file() else None
 
 DEMO_CAPTURE = "amp.TCP.reflection.SYNACK.pcap"
-"""The capture the demo, the dashboard test and the README's batch example use."""
+"""The capture the demo, the dashboard test and the file tutorial's example (docs/tutorials/file.md) use."""
 
 CAPTURES = (
     "amp.TCP.reflection.SYNACK.pcap",

@@ -18,7 +18,7 @@ which a large enough ``window.publish_delay_ms`` prevents (``dphhh plan`` sugges
 is overdue when it is *ready* after its publication time (no tolerance). Windows whose publication
 time passed before this worker was opened — the backlog of a start or a restart, both public
 events — are published at once too and are not counted; their timing follows the start and the
-volume read since the checkpoint restored (README "Known limits"). A replay
+volume read since the checkpoint restored (docs/howto/troubleshoot.md "Known limits"). A replay
 publishes every report at the end of its input (no publication time: its reports are all
 published together).
 

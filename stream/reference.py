@@ -208,17 +208,44 @@ def write_pages(folder: Path) -> list[Path]:
 SITE_NAV: list[dict[str, Any]] = [
     {"Home": "index.md"},
     {
-        "Explanation": [
-            {"Algorithms and guarantees (the normative spec)": "ALGORITHMS.md"},
-            {"Calibration": "calibration.md"},
+        "Tutorials": [
+            {"HHH of a file": "tutorials/file.md"},
+            {"Two-dimensional HHH": "tutorials/pairs.md"},
+            {"Offline snapshot modules": "tutorials/snapshot.md"},
+            {"The stream demo": "tutorials/stream.md"},
+            {"Flows from a collector": "tutorials/flows.md"},
         ]
     },
-    {"How-to": [{"Monitor and alert": "alerting.md"}]},
+    {
+        "How-to": [
+            {"Set up, test and install": "howto/install.md"},
+            {"Plan a deployment": "howto/plan.md"},
+            {"Deploy on a Flink cluster or Kubernetes": "howto/deploy.md"},
+            {"Connect to a secured Kafka": "howto/kafka-security.md"},
+            {"Monitor": "howto/monitor.md"},
+            {"Alert": "alerting.md"},
+            {"Troubleshoot": "howto/troubleshoot.md"},
+        ]
+    },
     {
         "Reference": [
+            {"Command line": "reference/cli.md"},
+            {"The report": "reference/report.md"},
             {"Configuration": "reference/config.md"},
             {"Input formats": "reference/formats.md"},
             {"Metrics": "reference/metrics.md"},
+            {"Repository layout": "reference/layout.md"},
+        ]
+    },
+    {
+        "Explanation": [
+            {"Guarantees, and who may read what": "explanation/guarantees.md"},
+            {"How the stream job works": "explanation/stream-job.md"},
+            {"Guarantees and failure behaviour": "explanation/failures.md"},
+            {"Departures from the papers": "explanation/departures.md"},
+            {"Algorithms and guarantees (the normative spec)": "ALGORITHMS.md"},
+            {"Calibration": "calibration.md"},
+            {"Performance": "explanation/performance.md"},
         ]
     },
 ]

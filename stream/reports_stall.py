@@ -5,7 +5,7 @@ The job publishes each report in a Kafka transaction of its own, at the report's
 dashboard, ``dphhh run``'s own printer) cannot pass a transaction that is still open. A transaction
 normally ends within milliseconds (the dead-letter sink's at the next checkpoint). One that stays
 open — most likely a commit cut off by a broker crash, whose commit marker Kafka then skipped
-(README, "Known limits") — silently stops every reader. ``dphhh run`` watches the reports topic's
+(docs/howto/troubleshoot.md, "Known limits") — silently stops every reader. ``dphhh run`` watches the reports topic's
 last stable offset: when it stays at the same offset below the end for :func:`stall_limit_s`, it
 warns on stderr (once, and again when readers move on) and sets ``dphhh_reports_topic_stalled``.
 
@@ -124,8 +124,8 @@ class ReportsStallWatch(threading.Thread):
                             f"{self.who}: warning: readers of {self.topic} (partition {partition}) have been "
                             f"held back by an open Kafka transaction for over {self.limit_s:.0f} s; no later "
                             "report is readable. If the broker was killed while committing, the transaction "
-                            "hangs for good: see `bash deploy/kafka-transactions.sh find-hanging` and README, "
-                            '"Known limits" (the reports are in the release ledger and reports file)'
+                            "hangs for good: see `bash deploy/kafka-transactions.sh find-hanging` and "
+                            '"Known limits" in docs/howto/troubleshoot.md (the reports are in the release ledger and reports file)'
                         )
                     elif not held and partition in self.stalled:
                         self.stalled.discard(partition)

@@ -46,7 +46,7 @@ PRIVATE_STATE = ("run", "demo")
 #: Exit status of an internal error (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR_STATUS = 70
 
-#: Library parameter names → the option a user types (README "Vocabulary").
+#: Library parameter names → the option a user types (docs/reference/cli.md "Vocabulary").
 OPTION_OF = {
     "epsilon": "--epsilon",
     "delta": "--delta",
@@ -151,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stop_on_sigterm()
     if args.command in PRIVATE_STATE:
         # checkpoints, the ledger, run folders and logs hold raw data: 0700/0600, whatever the
-        # caller's umask (the JVM and its Python workers inherit it; README "Who may read what")
+        # caller's umask (the JVM and its Python workers inherit it; docs/explanation/guarantees.md
+        # "Who may read what")
         os.umask(0o077)
     name = f"dphhh {args.command}" + (f" {args.module}" if args.command == "snapshot" else "")
     try:

@@ -1,6 +1,6 @@
 """Option groups shared by several ``dphhh`` commands, and their conversion to library values.
 
-One vocabulary across commands (README "Vocabulary"): ``--counters`` (κ, counters per sketch),
+One vocabulary across commands (docs/reference/cli.md "Vocabulary"): ``--counters`` (κ, counters per sketch),
 ``--partitions`` (key partitions per level; Kafka partitions are ``--topic-partitions``),
 ``--tau`` (an absolute count, or a share of the window such as ``1%``), ``--format
 text|json|csv`` (:mod:`dphhh.stream.cli.output`).

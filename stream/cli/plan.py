@@ -177,7 +177,7 @@ def format_plan(plan: dict[str, Any], hierarchy: str) -> str:
 
 
 def table_rows(base: PlanInputs) -> list[dict[str, Any]]:
-    """Plans over ε × n (the README's table), each with its own recommended κ."""
+    """Plans over ε × n (the table in docs/howto/plan.md), each with its own recommended κ."""
     rows = []
     for n in TABLE_SIZES:
         for eps in TABLE_EPSILONS:

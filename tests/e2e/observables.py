@@ -424,7 +424,7 @@ def file_listing(root: Path, run: dict[str, str], sized: Iterable[str] = (), ski
     exact state or times, and their sizes follow them). Paths matching a ``skip`` expression
     (relative to ``root``, before masking) are left out; checkpoint folders are listed, not their
     content (how a state backend splits a checkpoint into files follows the state's size: private
-    state, README "Who may read what")."""
+    state, docs/explanation/guarantees.md "Who may read what")."""
     patterns = [re.compile(p) for p in sized]
     skipped = [re.compile(p) for p in skip]
     out: Counter = Counter()

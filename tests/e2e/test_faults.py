@@ -19,8 +19,8 @@ newest retained checkpoint; the windows that passed while it was down are releas
 
 The broker is killed away from the transaction commits (the dead-letter sink's, a few milliseconds
 after each checkpoint completes; each report's, at its publication time): a broker killed inside one and restarted before its old registration expires
-can skip that transaction's commit marker, a Kafka behaviour no client can repair (README, "Known
-limits"). The broker scenarios also check that no transaction is left open on the job's topics.
+can skip that transaction's commit marker, a Kafka behaviour no client can repair (docs/howto/troubleshoot.md,
+"Known limits"). The broker scenarios also check that no transaction is left open on the job's topics.
 
 Also: the broker is down when the job starts (it waits with backoff, then runs), and a full disk
 under the reports file stops the job cleanly (exit 1, a clear message, no torn line).

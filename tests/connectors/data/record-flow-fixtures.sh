@@ -4,7 +4,7 @@
 # the collectors published. Needs the flow tools (bash deploy/install-flow-tools.sh [goflow2]),
 # the venv (kafka-python) and a broker (bash deploy/kafka-start.sh); the bundled captures in
 # data/pcaps. Writes the *.jsonl files beside this script (one published message per
-# line, as published) and prints the totals for README.md.
+# line, as published) and prints the totals for docs/tutorials/flows.md.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
