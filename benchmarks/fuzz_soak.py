@@ -7,7 +7,7 @@ What it does (one run, on this machine, against the local broker)
   fresh input, reports and dead-letter topics with a unique suffix (deleted at the end unless
   ``--keep``).
 * Runs the REAL job as the user starts it — ``dphhh run --feed no --config FILE`` (live,
-  embedded MiniCluster, parallelism 1) — in its own process group, with ``output.debug_sketch_dir``
+  embedded MiniCluster, parallelism 1) — in its own process group, with ``testing.debug_sketch_dir``
   set: a NON-PRIVATE test hook that dumps each window's sketches at release, so the benchmark can
   count exactly how many good elements the job counted (sum over windows of the level-1 sketch
   totals; every element lands in exactly one level-1 sketch).
@@ -94,6 +94,9 @@ from dphhh.sketches.misra_gries import MisraGries  # noqa: E402
 from dphhh.stream.assembler import sketch_of_id  # noqa: E402
 from dphhh.stream.config import load_config  # noqa: E402
 
+# a test tool: its job uses the [testing] hook debug_sketch_dir, allowed in a test run only (it and
+# the job it starts, which inherits this environment)
+os.environ["DPHHH_TESTING"] = "1"
 MAX_MESSAGE_BYTES = 8192  # the job's input.max_message_bytes: good messages stay far below it
 POOL_ADDRESSES = 1 << 21  # the skewed address pool good packed messages are cut from
 DUMP_NAME = re.compile(r"window-(\d+)-sketch-(\d+)\.bin$")
@@ -484,7 +487,7 @@ class SoakJob(Job):
         values["input"]["max_message_bytes"] = MAX_MESSAGE_BYTES
         values["input"]["json_field"] = "ip"
         self.dump_dir = self.dir / "sketches"
-        values["output"]["debug_sketch_dir"] = str(self.dump_dir)  # NON-PRIVATE test hook
+        values.setdefault("testing", {})["debug_sketch_dir"] = str(self.dump_dir)  # NON-PRIVATE test hook
         values["output"]["metrics_port"] = 0  # no fixed port that another run could hold
         self.config.write_text(toml_text(values))
         self.cfg = load_config(self.config, overrides=host.job_set, environ={})

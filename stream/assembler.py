@@ -60,7 +60,7 @@ def encode_report(report: dict[str, Any]) -> bytes:
 def noise_source_factory(seed: int | None, attempt_salt: int = 0) -> Callable[[int, int, int], RandomSource]:
     """Noise source per (window, level, partition): secure, or seeded for tests (NOT private).
 
-    ``attempt_salt`` (tests only, ``output.test_noise_per_attempt``): a value drawn afresh by every
+    ``attempt_salt`` (tests only, ``testing.noise_per_attempt``): a value drawn afresh by every
     attempt of an operator and mixed into the seed, so a seeded window released again after a
     restore draws other noise — as the secure source does — and a republished report that was
     recomputed instead of read back from the ledger shows as a different one."""

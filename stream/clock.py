@@ -27,7 +27,7 @@ from dphhh.sketches.errors import UsageError
 
 __all__ = ["TICK", "is_tick", "ClockTicker", "shared_ticker", "stop_shared_ticker"]
 
-#: The value of a clock record (also in deploy/java/io/dphhh/flink/ClockWatermarks.java).
+#: The value of a clock record (also in deploy/java/src/main/java/io/dphhh/flink/ClockWatermarks.java).
 TICK = b"\xffdphhh-clock\xff"
 _LOG = logging.getLogger(__name__)
 

@@ -128,16 +128,22 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "output": {
         "reports_file": "var/reports.jsonl",
         "ledger_dir": "var/ledger",
-        "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release, for tests only
-        "fail_after_window": -1,  # fault injection for tests: fail once after releasing window #N
-        "test_checkpoint_delay_ms": 0,  # tests only: every checkpoint takes at least this long
-        "test_slow_decode_ms": 0,  # tests only: decode subtask 1 sleeps this long per batch (a lagging subtask)
-        "test_hold_s": 0.0,  # tests only: a live job whose schedule ended keeps running this long before it stops
-        "test_noise_per_attempt": False,  # tests only: seeded noise drawn afresh by every attempt of an operator
         "run_dir": "",  # Flink's lib links, logs and markers; default var/runs/run-<time>
         "metrics_port": 9260,  # dphhh run's Prometheus endpoint of report metrics (0 = off)
     },
+    # The test suite's hooks: a value other than its default is refused unless the environment says
+    # the run is a test (TESTING_ENV = 1: tests/conftest.py sets it), see _check_testing.
+    "testing": {
+        "debug_sketch_dir": "",  # NON-PRIVATE sketch dumps at release (seeded runs only)
+        "fail_after_window": -1,  # fault injection: fail once after releasing window #N
+        "checkpoint_delay_ms": 0,  # every checkpoint takes at least this long
+        "slow_decode_ms": 0,  # decode subtask 1 sleeps this long per batch (a lagging subtask)
+        "hold_s": 0.0,  # a live job whose schedule ended keeps running this long before it stops
+        "noise_per_attempt": False,  # seeded noise drawn afresh by every attempt of an operator
+    },
 }
+#: The environment variable that makes a run a test run, allowing the [testing] hooks.
+TESTING_ENV = "DPHHH_TESTING"
 
 
 #: Keys of earlier versions, refused with what replaced them.
@@ -146,6 +152,17 @@ REPLACED = {
     "window.allowed_lateness_ms": "window.grace_ms (a window is released at its end + grace, by the wall clock)",
     "window.out_of_orderness_ms": "nothing: windows are released on the wall clock, never on a watermark made from "
     "the data (live: window.grace_ms; backfills: window.mode = 'replay')",
+    **{
+        f"output.{old}": f"testing.{new} (a test hook: the [testing] section, test runs only)"
+        for old, new in (
+            ("debug_sketch_dir", "debug_sketch_dir"),
+            ("fail_after_window", "fail_after_window"),
+            ("test_checkpoint_delay_ms", "checkpoint_delay_ms"),
+            ("test_slow_decode_ms", "slow_decode_ms"),
+            ("test_hold_s", "hold_s"),
+            ("test_noise_per_attempt", "noise_per_attempt"),
+        )
+    },
 }
 
 
@@ -413,17 +430,13 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
         raise ConfigError(
             f"config: output.metrics_port must be between 0 and 65535, got {values['output']['metrics_port']}"
         )
-    if not 0 <= values["output"]["test_checkpoint_delay_ms"] <= 600_000:
+    t = values["testing"]
+    for key in ("checkpoint_delay_ms", "slow_decode_ms", "hold_s"):
+        if not 0 <= t[key] <= 600_000:
+            raise ConfigError(f"config: testing.{key} must be between 0 and 600000, got {t[key]}")
+    if t["debug_sketch_dir"] and values["privacy"]["seed"] < 0:
         raise ConfigError(
-            "config: output.test_checkpoint_delay_ms must be between 0 and 600000, "
-            f"got {values['output']['test_checkpoint_delay_ms']}"
-        )
-    for key in ("test_slow_decode_ms", "test_hold_s"):
-        if not 0 <= values["output"][key] <= 600_000:
-            raise ConfigError(f"config: output.{key} must be between 0 and 600000, got {values['output'][key]}")
-    if values["output"]["debug_sketch_dir"] and values["privacy"]["seed"] < 0:
-        raise ConfigError(
-            "config: output.debug_sketch_dir writes the exact, NON-PRIVATE sketches of every window: it is "
+            "config: testing.debug_sketch_dir writes the exact, NON-PRIVATE sketches of every window: it is "
             "refused unless privacy.seed is set too (a test run, whose reports say they are not private)"
         )
     if f["checkpoint_interval_ms"] < 100:
@@ -688,7 +701,23 @@ def load_config(
         if not sep or section not in DEFAULTS or key not in DEFAULTS[section]:
             raise ConfigError(f"config: --set expects section.key=value with a known key, got {item!r}")
         values[section][key] = _coerce(section, key, text.strip(), DEFAULTS[section][key])
+    _check_testing(values["testing"])
     return _validate(values)
+
+
+def _check_testing(testing: Mapping[str, Any]) -> None:
+    """The [testing] hooks are refused, each naming its key, unless the process environment has
+    ``DPHHH_TESTING=1`` (the test suite's): a deployment's configuration cannot switch on a NON-PRIVATE
+    dump, an injected failure or a delay by accident. Checked where a configuration is loaded, not
+    again in the workers, which receive values this check has passed."""
+    if os.environ.get(TESTING_ENV) == "1":
+        return
+    for key, default in DEFAULTS["testing"].items():
+        if testing[key] != default:
+            raise ConfigError(
+                f"config: testing.{key} is a test hook, refused outside the test suite "
+                f"(it sets {TESTING_ENV}=1); leave [testing] at its defaults"
+            )
 
 
 def load_config_values(values: Mapping[str, Mapping[str, Any]]) -> JobConfig:

@@ -345,7 +345,7 @@ def _batched(records, cfg: JobConfig):
         f["batch_max_messages"],
         f["batch_max_bytes"],
         f["batch_max_delay_ms"],
-        cfg.values["output"]["test_checkpoint_delay_ms"],
+        cfg.values["testing"]["checkpoint_delay_ms"],
         parser,
     )
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
@@ -398,9 +398,9 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     values = {s: dict(v) for s, v in cfg.values.items()}
     # Workers may run elsewhere (a cluster's TaskManagers): relative output paths mean "relative to
     # where dphhh was started". On a multi-host cluster they must be on storage every worker shares.
-    for key in ("ledger_dir", "reports_file", "debug_sketch_dir"):
-        if values["output"][key]:
-            values["output"][key] = str(Path(values["output"][key]).resolve())
+    for section, key in (("output", "ledger_dir"), ("output", "reports_file"), ("testing", "debug_sketch_dir")):
+        if values[section][key]:
+            values[section][key] = str(Path(values[section][key]).resolve())
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
     starts = {
         # live: the first record appended at or after the schedule's origin; replay: the whole log

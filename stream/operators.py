@@ -169,7 +169,7 @@ class DecodeOperator(ProcessFunction):
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
         self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
-        self.slow_s = max(0, self.cfg.values["output"]["test_slow_decode_ms"]) / 1000
+        self.slow_s = max(0, self.cfg.values["testing"]["slow_decode_ms"]) / 1000
         self.slow = self.slow_s > 0 and runtime_context.get_index_of_this_subtask() == 1
         self.bad_batch_logged = False
         self.warm = WarmUp(warm_key_kernels if self.cfg.hierarchy.hashed_keys else lambda: None)
@@ -187,7 +187,7 @@ class DecodeOperator(ProcessFunction):
             self.ticked = mark
             for key in self.tick_keys:
                 yield key, TICK_WINDOW, mark, b"", b""
-        if self.slow:  # test hook (output.test_slow_decode_ms): subtask 1 lags behind
+        if self.slow:  # test hook (testing.slow_decode_ms): subtask 1 lags behind
             import time
 
             time.sleep(self.slow_s)
@@ -530,7 +530,7 @@ class SketchOperator(KeyedProcessFunction):
         self.windows: dict[tuple[int, int], SketchWindow] = {}  # (partition, window) → its sketches, epochs, labels
         self.loaded: set[int] = set()
         self.noise_for = noise_source_factory(self.cfg.seed, attempt_salt(self.cfg))
-        dump = self.cfg.values["output"]["debug_sketch_dir"]
+        dump = self.cfg.values["testing"]["debug_sketch_dir"]
         self.dump_dir = Path(dump) if dump else None
         self.warm = WarmUp(self._warm_up)
 
@@ -686,7 +686,7 @@ class SketchOperator(KeyedProcessFunction):
         self._arm(ctx, window + self.schedule.size_ms)  # the next window is released even if it stays empty
         parts, h = self.cfg.params.partitions, self.cfg.hierarchy.h
         for level, sketch in enumerate(sketches, start=1):
-            if self.dump_dir is not None:  # NON-PRIVATE test hook (output.debug_sketch_dir, seeded runs only)
+            if self.dump_dir is not None:  # NON-PRIVATE test hook (testing.debug_sketch_dir, seeded runs only)
                 write_attempt(
                     self.dump_dir, f"window-{window}-sketch-{sketch_id(level, partition, parts)}", sketch.to_bytes()
                 )
@@ -715,8 +715,8 @@ def write_private(path: Path, data: bytes) -> None:
 
 def attempt_salt(cfg: JobConfig) -> int:
     """A fresh nonzero salt for this operator attempt's seeded noise when the test hook
-    ``output.test_noise_per_attempt`` is on, else 0 (see :func:`dphhh.stream.assembler.noise_source_factory`)."""
-    return secrets.randbits(62) | 1 if cfg.values["output"]["test_noise_per_attempt"] else 0
+    ``testing.noise_per_attempt`` is on, else 0 (see :func:`dphhh.stream.assembler.noise_source_factory`)."""
+    return secrets.randbits(62) | 1 if cfg.values["testing"]["noise_per_attempt"] else 0
 
 
 def write_attempt(folder: Path, stem: str, data: bytes) -> Path:
@@ -755,7 +755,7 @@ def write_fatal(run_dir: str, message: str) -> None:
 
 
 class InjectedFailure(RuntimeError):
-    """Raised once by the fault-injection hook (output.fail_after_window), for tests."""
+    """Raised once by the fault-injection hook (testing.fail_after_window), for tests."""
 
 
 START = -2  # the window field of the job's one start record (see stream.job: the release operator's first timer)
@@ -817,7 +817,7 @@ class ReleaseOperator(KeyedProcessFunction):
         # warm-up (see SketchOperator._warm_up): the first window's report costs what later ones do;
         # nothing is stored (the assembler stores nothing) and the result is discarded
         self.assembler.report(self.schedule.origin_ms, [])
-        self.fail_after = out["fail_after_window"]
+        self.fail_after = self.cfg.values["testing"]["fail_after_window"]
         self.released_here = 0
         self.ticker = None
         if self.schedule.mode == LIVE and self.kafka_options is not None:
@@ -897,4 +897,4 @@ class ReleaseOperator(KeyedProcessFunction):
             return
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("1")
-        raise InjectedFailure("injected failure after a release (output.fail_after_window), for tests")
+        raise InjectedFailure("injected failure after a release (testing.fail_after_window), for tests")

@@ -30,7 +30,7 @@ from typing import Any
 
 from dphhh.connectors.messages import MESSAGE_FORMATS
 
-from .config import DEFAULTS
+from .config import DEFAULTS, TESTING_ENV
 from .metrics_catalog import JOB_METRICS, job_metric_help
 from .paths import deploy_dir
 from .report_metrics import ReportMetrics
@@ -113,7 +113,14 @@ def config_reference(sample: str | None = None) -> str:
         "",
     ]
     for section, keys in DEFAULTS.items():
-        lines += [f"## [{section}]", "", "| key | type | default | description |", "|---|---|---|---|"]
+        lines += [f"## [{section}]", ""]
+        if section == "testing":
+            lines += [
+                "The test suite's hooks: a value other than the default is refused unless the environment has",
+                f"`{TESTING_ENV}=1` (the test suite sets it).",
+                "",
+            ]
+        lines += ["| key | type | default | description |", "|---|---|---|---|"]
         for key, default in keys.items():
             text = described.get(f"{section}.{key}", "") or UNDOCUMENTED
             text = text.replace("|", "\\|")

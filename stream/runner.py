@@ -600,7 +600,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         ending = schedule.mode == LIVE and schedule.until_ms is not None
 
         ended: list[float] = []  # when the last window's report was seen committed
-        hold_s = cfg["output.test_hold_s"]
+        hold_s = cfg["testing.hold_s"]
 
         def on_tick() -> None:
             if fatal.exists():

@@ -30,6 +30,9 @@ import pytest
 _ARCHIVE = os.environ.get("DPHHH_TEST_JVM_ARCHIVE", "")
 _CDS = f" -XX:SharedArchiveFile={_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off" if os.path.isfile(_ARCHIVE) else ""
 os.environ.setdefault("JVM_ARGS", "-XX:TieredStopAtLevel=1" + _CDS)
+# A test run: the job configuration's [testing] hooks are allowed (stream.config.TESTING_ENV), here and
+# in every job a test starts (they inherit this environment).
+os.environ["DPHHH_TESTING"] = "1"
 
 HERE = Path(__file__).resolve().parent
 E2E_DIRS = (HERE / "e2e",)

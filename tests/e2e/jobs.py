@@ -59,10 +59,10 @@ def write_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> Path:
         "output": {
             "ledger_dir": str(tmp_path / "ledger"),
             "reports_file": str(tmp_path / "reports.jsonl"),
-            "debug_sketch_dir": str(tmp_path / "sketches"),
             "run_dir": str(tmp_path / "run"),
             "metrics_port": 0,
         },
+        "testing": {"debug_sketch_dir": str(tmp_path / "sketches")},
     }
     for section, entries in sections.items():
         values.setdefault(section, {}).update(entries)
@@ -70,7 +70,7 @@ def write_config(tmp_path: Path, name: str, **sections: dict[str, Any]) -> Path:
     # a job that asks for secure noise (seed -1) gets no dumps; the others a test seed
     privacy = values.setdefault("privacy", {})
     if privacy.setdefault("seed", 1234) < 0:
-        values["output"].pop("debug_sketch_dir", None)
+        values["testing"].pop("debug_sketch_dir", None)
     lines = []
     for section, entries in values.items():
         lines.append(f"[{section}]")
@@ -137,7 +137,7 @@ _DUMP = re.compile(r"window-(\d+)-sketch-(\d+)(?:\.attempt-(\d+))?\.bin")
 
 
 def dump_attempts(tmp_path: Path) -> dict[tuple[int, int], list[MisraGries]]:
-    """The NON-PRIVATE sketch dumps (``output.debug_sketch_dir``) of every release attempt:
+    """The NON-PRIVATE sketch dumps (``testing.debug_sketch_dir``) of every release attempt:
     (window, sketch id) → its sketch at each attempt, in attempt order (a window released again after
     a restore has more than one; the ledger holds the report of one of them)."""
     found: dict[tuple[int, int], dict[int, MisraGries]] = {}

@@ -3,7 +3,7 @@
 One input log — two partitions, heavy-tailed addresses over three windows — is replayed three times
 by the real job with different timing: parallelism 1 (one source subtask reading both partitions,
 batches of up to 4,096 messages); parallelism 2 with decode subtask 1 slowed down
-(``output.test_slow_decode_ms``); parallelism 2 with batches of 7 messages. The log is what a live
+(``testing.slow_decode_ms``); parallelism 2 with batches of 7 messages. The log is what a live
 deployment's input holds: the broker's append times (LogAppendTime) and the clock records a
 ticker appends to both partitions every 100 ms, so each replay's watermark follows that clock
 (``stream.job.replay_clock``) and complete epochs are applied while the log is read, at moments
@@ -82,7 +82,7 @@ def _replay(
         window=replay_window(base, 3, SIZE),
         privacy={"epsilon": 2.0, "tau": 1500.0, "counters": 32, "partitions": 2, "seed": 5},
         flink=flink,
-        output={"test_slow_decode_ms": slow_ms},
+        testing={"slow_decode_ms": slow_ms},
     )
     from dphhh.stream.config import load_config
 

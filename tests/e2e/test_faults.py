@@ -9,7 +9,7 @@ The jobs are live: a sender appends a message to the input every 250 ms (the bro
 arrival time), windows are 2 s, and reports follow the public schedule from a configured origin.
 Moments: ``mid_window`` (a checkpoint holds a half-filled window), ``after_release`` (a window's
 report was just written, before the next checkpoint commits it), ``in_checkpoint`` (a checkpoint is
-in progress: the test hook ``output.test_checkpoint_delay_ms`` makes its synchronous phase last 4 s).
+in progress: the test hook ``testing.checkpoint_delay_ms`` makes its synchronous phase last 4 s).
 After recovery the tests check what the issue promises: every element counted exactly once in the
 non-private sketch state at each window's release (equal to an offline replay of the input log, by
 arrival time), exactly one committed report per window of the schedule, republished reports
@@ -66,15 +66,15 @@ from tests.e2e.literal_reference import packed_ipv4_truth
 SIZE = 2000  # live windows of 2 s
 
 
-def _live_config(tmp_path: Path, name: str, origin: int, bootstrap: str = BOOTSTRAP, **output) -> Path:
+def _live_config(tmp_path: Path, name: str, origin: int, bootstrap: str = BOOTSTRAP, **testing) -> Path:
     return write_config(
         tmp_path,
         name,
         kafka={"bootstrap": bootstrap},
         window={"size_ms": SIZE, "origin": origin},
         privacy={"epsilon": 2.0, "delta": 1e-6, "tau": 2000.0, "counters": 256, "partitions": 2},
-        flink={"checkpoint_interval_ms": output.pop("checkpoint_interval_ms", 1500)},
-        output={"test_noise_per_attempt": True, **output},
+        flink={"checkpoint_interval_ms": testing.pop("checkpoint_interval_ms", 1500)},
+        testing={"noise_per_attempt": True, **testing},
     )
 
 
@@ -236,7 +236,7 @@ def _check_exactly_once(tmp_path: Path, cfg, origin: int) -> int:
         starts[-1] + (i + 1) * SIZE for i in range(len(later))
     ]
     # what was spent: every release a reader could see is the ledger's entry of its window (with
-    # output.test_noise_per_attempt each attempt draws other noise, so a recomputed report differs)
+    # testing.noise_per_attempt each attempt draws other noise, so a recomputed report differs)
     exposed = [v for _, v in every_record(cfg.kafka_client_options(), cfg["kafka.reports_topic"])]
     exposed += (tmp_path / "reports.jsonl").read_bytes().splitlines()
     for value in exposed:
@@ -327,9 +327,7 @@ def _kill_and_recover(
     restore in place, a job's a resume from its newest checkpoint, a broker's left no open transaction."""
     origin = live_origin(SIZE, 3)
     bootstrap = broker.bootstrap if broker is not None else BOOTSTRAP
-    config = _live_config(
-        tmp_path, name, origin, bootstrap, checkpoint_interval_ms=interval, test_checkpoint_delay_ms=delay
-    )
+    config = _live_config(tmp_path, name, origin, bootstrap, checkpoint_interval_ms=interval, checkpoint_delay_ms=delay)
     cfg, producer = publish(config, [])
     producer.close()
     sender = Sender(cfg)

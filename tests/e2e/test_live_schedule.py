@@ -145,7 +145,7 @@ def test_a_lagging_subtask_at_parallelism_2_holds_releases_back_and_loses_nothin
         window={"size_ms": size, "origin": origin},
         privacy={"epsilon": 1.0, "tau": 500.0, "counters": 64, "partitions": 2, "seed": 9},
         flink={"checkpoint_interval_ms": CHECKPOINT_MS, "parallelism": 2},
-        output={"test_slow_decode_ms": 300},
+        testing={"slow_decode_ms": 300},
     )
     cfg, producer = publish(config, [])
     job = subprocess.Popen(

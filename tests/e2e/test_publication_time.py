@@ -159,7 +159,8 @@ def test_empty_and_loaded_windows_become_visible_at_the_same_time_on_every_surfa
         "timing",
         window={"size_ms": SIZE, "origin": origin, "until": origin + SCHEDULE * SIZE, "publish_delay_ms": DELAY},
         privacy={"epsilon": 1.0, "tau": 2000.0, "counters": 256},
-        output={"metrics_port": metrics_port, "test_hold_s": 2.0},
+        output={"metrics_port": metrics_port},
+        testing={"hold_s": 2.0},
     )
     cfg, producer = publish(config, [])
     options, topic = cfg.kafka_client_options(), cfg["kafka.reports_topic"]

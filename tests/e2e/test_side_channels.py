@@ -285,7 +285,8 @@ def run_live(tmp_path: Path, name: str, fmt: str, plan: list[tuple[int, bytes | 
         },
         privacy={"epsilon": 1.0, "tau": 50.0, "counters": 64, "partitions": 2, "seed": 77},
         flink={"checkpoint_interval_ms": 1000, "prometheus_port": str(job_port)},
-        output={"metrics_port": report_port, "test_hold_s": 3.0},
+        output={"metrics_port": report_port},
+        testing={"hold_s": 3.0},
     )
     cfg, producer = publish(config, [])
     reader = topic_reader(cfg.kafka_client_options(), cfg["kafka.reports_topic"], "read_committed")

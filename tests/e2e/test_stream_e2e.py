@@ -192,7 +192,7 @@ def test_stream_job_end_to_end(broker, tmp_path: Path) -> None:
     assert not leaked_counts(logs, sizes)
 
 
-def _live_config(tmp_path: Path, name: str, size: int, origin: int, **output) -> Path:
+def _live_config(tmp_path: Path, name: str, size: int, origin: int, testing: dict | None = None, **output) -> Path:
     return write_config(
         tmp_path,
         name,
@@ -210,6 +210,7 @@ def _live_config(tmp_path: Path, name: str, size: int, origin: int, **output) ->
             "prometheus_port": str(output.pop("prometheus_port", "9249-9259")),
         },
         output=output,
+        testing=testing or {},
     )
 
 
@@ -237,11 +238,10 @@ def test_failure_after_release_republishes_identically(broker, tmp_path: Path) -
         "fail",
         size,
         origin,
-        fail_after_window=3,
         checkpoint_interval_ms=1500,
         prometheus_port=port,
         seed=21,
-        test_noise_per_attempt=True,
+        testing={"fail_after_window": 3, "noise_per_attempt": True},
     )  # seeded: the sketch dumps are refused otherwise; each attempt draws other noise, so a window
     # recomputed after the restart instead of read back from the ledger would publish another report
     cfg, producer = publish(config, [])

@@ -112,9 +112,10 @@ def test_user_level_job_caps_units_states_the_unit_guarantee_and_guards_the_budg
                 "[output]",
                 f'ledger_dir = "{tmp_path / "ledger"}"',
                 f'reports_file = "{tmp_path / "reports.jsonl"}"',
-                f'debug_sketch_dir = "{tmp_path / "sketches"}"',
                 f'run_dir = "{tmp_path / "run"}"',
                 "metrics_port = 0",
+                "[testing]",
+                f'debug_sketch_dir = "{tmp_path / "sketches"}"',
             ]
         )
         + "\n"

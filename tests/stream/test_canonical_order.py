@@ -50,7 +50,7 @@ def _cfg(tmp: Path, *more: str, mode: str = "replay"):
             "flink.parallelism=2",
             f"output.ledger_dir={tmp / 'ledger'}",
             "output.reports_file=",
-            f"output.debug_sketch_dir={tmp / 'sketches'}",
+            f"testing.debug_sketch_dir={tmp / 'sketches'}",
             *more,
         ],
     )

@@ -85,7 +85,7 @@ def _cfg(tmp_path: Path, *overrides: str, mode: str = "replay", windows: int = 3
             "privacy.seed=7",  # seeded: reproducible, NOT private
             f"output.ledger_dir={tmp_path / 'ledger'}",
             f"output.reports_file={tmp_path / 'reports.jsonl'}",
-            f"output.debug_sketch_dir={tmp_path / 'sketches'}",  # NON-PRIVATE dumps at release (seeded only)
+            f"testing.debug_sketch_dir={tmp_path / 'sketches'}",  # NON-PRIVATE dumps at release (seeded only)
             *overrides,
         ],
     )
@@ -104,7 +104,7 @@ def _canonical(groups, kappa: int) -> MisraGries:
 
 
 def _dumped(tmp_path: Path) -> dict[tuple[int, int], MisraGries]:
-    """(window, sketch id) → the sketch a release dumped (output.debug_sketch_dir)."""
+    """(window, sketch id) → the sketch a release dumped (testing.debug_sketch_dir)."""
     out = {}
     for path in (tmp_path / "sketches").glob("window-*-sketch-*.bin"):
         window, sid = (int(x) for x in path.stem.removeprefix("window-").split("-sketch-"))
@@ -648,7 +648,7 @@ def test_flow_weights_are_clipped_at_the_public_cap_in_the_sketches(tmp_path: Pa
             "privacy.seed=3",
             f"output.ledger_dir={tmp_path / 'ledger'}",
             f"output.reports_file={tmp_path / 'reports.jsonl'}",
-            f"output.debug_sketch_dir={tmp_path / 'sketches'}",
+            f"testing.debug_sketch_dir={tmp_path / 'sketches'}",
         ],
     )
 

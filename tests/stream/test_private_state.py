@@ -2,7 +2,7 @@
 
 * the ledger, the hash key, sketch dumps, job folders and the checkpoint a start resumed from are
   0700/0600 whatever the umask;
-* ``output.debug_sketch_dir`` (exact sketches) is refused unless the noise is seeded;
+* ``testing.debug_sketch_dir`` (exact sketches) is refused unless the noise is seeded;
 * only dead letters of records holding **no** element move the job's public counters: a valid
   address beside a bad time, a missing unit, bad counters, a bad length or an oversized message
   is dead-lettered but not counted;
@@ -87,8 +87,8 @@ def test_the_cli_runs_jobs_under_umask_077() -> None:
 
 def test_the_exact_sketch_dump_is_refused_unless_the_noise_is_seeded(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="debug_sketch_dir.*refused unless privacy.seed"):
-        load_config(environ={}, overrides=[f"output.debug_sketch_dir={tmp_path}"])
-    cfg = load_config(environ={}, overrides=[f"output.debug_sketch_dir={tmp_path}", "privacy.seed=1"])
+        load_config(environ={}, overrides=[f"testing.debug_sketch_dir={tmp_path}"])
+    cfg = load_config(environ={}, overrides=[f"testing.debug_sketch_dir={tmp_path}", "privacy.seed=1"])
     assert cfg.seed == 1 and any("NOT private" in w for w in cfg.warnings())
 
 
@@ -181,3 +181,31 @@ def test_two_concurrent_writers_store_one_report(tmp_path: Path) -> None:
         stored = (folder / "window-7000.json").read_bytes()
         assert stored in reports and got == [stored] * 8
         assert sorted(p.name for p in folder.iterdir()) == ["window-7000.json"]
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "testing.debug_sketch_dir=/tmp/x",
+        "testing.fail_after_window=2",
+        "testing.checkpoint_delay_ms=10",
+        "testing.slow_decode_ms=10",
+        "testing.hold_s=1.5",
+        "testing.noise_per_attempt=true",
+    ],
+)
+def test_the_test_hooks_are_refused_outside_the_test_suite(override: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment cannot switch on a [testing] hook (a NON-PRIVATE dump, an injected failure, a
+    delay): without DPHHH_TESTING=1 each is refused naming its key; in a test run it is read."""
+    key = override.partition("=")[0]
+    seeded = ["privacy.seed=1"]  # the dump also needs a seed; the others do not mind one
+    assert load_config(environ={}, overrides=[override, *seeded])[key] is not None  # conftest's test run
+    monkeypatch.delenv("DPHHH_TESTING")
+    with pytest.raises(ConfigError, match=rf"config: {key} is a test hook, refused outside the test suite"):
+        load_config(environ={}, overrides=[override, *seeded])
+    load_config(environ={}, overrides=seeded)  # the defaults are fine anywhere
+
+
+def test_the_old_test_keys_point_at_the_testing_section() -> None:
+    with pytest.raises(ConfigError, match=r"output.test_hold_s in --set is no longer a key; use testing.hold_s"):
+        load_config(environ={}, overrides=["output.test_hold_s=2"])
