@@ -119,8 +119,31 @@ TARGET_ADDRESSES_PER_S = 1_000_000
 TARGET_RATIO = 0.5
 TARGET_LATENCY_S = 5.0
 SCENARIOS = {"packed", "user", "single", "latency", "flows", "flows-python"}
-#: --single-format: the message formats of the one-address-per-message scenario
-SINGLE_FORMATS = {"packed": "packed-ipv4", "text": "text-ipv4", "json": "json", "json-time": "json-time"}
+
+
+@dataclass(frozen=True)
+class SingleFormat:
+    """One job of the one-element-per-message scenario: the message format (``input.format``), the
+    ``input.*`` keys it needs, the hierarchy it runs over (``None``: the configured one) and whether
+    each element comes with a unit address (pairs: the pair's source)."""
+
+    fmt: str
+    inputs: dict | None = None
+    hierarchy: str | None = None
+    units: bool = False
+
+
+PAIR_SPEC = "ipv4:8,16,24,32 x ipv4:8,16,24,32"
+#: --single-format: one scenario per message format, one element per message
+SINGLE_FORMATS = {
+    "packed": SingleFormat("packed-ipv4"),
+    "text": SingleFormat("text-ipv4"),
+    "json": SingleFormat("json"),
+    "json-time": SingleFormat("json", {"json_time_field": "t"}),
+    "path": SingleFormat("path", hierarchy="path:4"),
+    "pairs": SingleFormat("packed-ipv4-pairs", hierarchy=PAIR_SPEC, units=True),
+    "flows": SingleFormat("flow-json"),
+}
 CLOCK_ADDRESS = 0xC0000201  # 192.0.2.1 (TEST-NET-1): the latency run's one-address clock message
 
 
@@ -188,6 +211,11 @@ def start_bench_broker(bootstrap: str) -> LocalBroker | None:
 
 def dotted(addresses: np.ndarray) -> list[bytes]:
     return [f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}.{a & 255}".encode() for a in addresses.tolist()]
+
+
+def paths_of(addresses: np.ndarray) -> list[bytes]:
+    """Each address as a 4-level ``/``-path of its bytes (``c10/r1/t2/s3``): the same heavy prefixes."""
+    return [f"c{a >> 24}/r{(a >> 16) & 255}/t{(a >> 8) & 255}/s{a & 255}".encode() for a in addresses.tolist()]
 
 
 def flow_records(addresses: np.ndarray, first_window_ms: int, windows: int) -> list[bytes]:
@@ -262,11 +290,16 @@ def stream_messages(
     first_window_ms: int,
     fmt: str,
     units: np.ndarray | None = None,
+    time_field: bool = False,
 ) -> Iterator[tuple[int, bytes]]:
     """(timestamp ms, value): ``addresses`` split evenly over ``windows`` consecutive windows,
     ``per_message`` addresses per message, timestamps spread over each window (last ms excluded);
-    ``packed-ipv4-pairs``: each address preceded by its unit address from ``units``."""
+    ``packed-ipv4-pairs``: each address preceded by its unit address from ``units``; ``json`` with
+    ``time_field``: each message carries its own time (``"t"``); ``path``: each address as a
+    4-level path (:func:`paths_of`)."""
     n = len(addresses)
+    if fmt == "json" and time_field:
+        fmt = "json-time"
     width = 8 if fmt == "packed-ipv4-pairs" else 4
     packed = pack_ipv4(addresses) if fmt == "packed-ipv4" else None
     if fmt == "packed-ipv4-pairs":
@@ -276,6 +309,8 @@ def stream_messages(
         texts = [b'{"ip": "%s"}' % t for t in texts]
     if fmt == "flow-json":
         texts = flow_records(addresses, first_window_ms, windows)
+    if fmt == "path":
+        texts = paths_of(addresses)
     bounds = np.linspace(0, n, windows + 1).round().astype(np.int64)
     for w in range(windows):
         lo, hi = int(bounds[w]), int(bounds[w + 1])
@@ -593,6 +628,7 @@ class Job:
         inputs: dict | None = None,
         flink: dict | None = None,
         code: Path | None = None,
+        hierarchy: str | None = None,
     ) -> None:
         """``windows``: a replay of that many windows from ``origin`` (bounded); ``None``: a live job.
         ``code``: another checkout whose code the job runs (``--baseline``), else this one's."""
@@ -607,7 +643,7 @@ class Job:
             window.update({"mode": "replay", "origin": origin, "until": origin + windows * WINDOW_MS})
         values = {
             "kafka": {"bootstrap": bench.bootstrap, **topics, "group_id": self.group},
-            "input": {"format": "json" if fmt == "json-time" else fmt, **(inputs or {})},
+            "input": {"format": fmt, **(inputs or {})},
             "window": window,
             "flink": {
                 "checkpoint_interval_ms": checkpoint_ms,
@@ -623,6 +659,8 @@ class Job:
         }
         if privacy:
             values["privacy"] = dict(privacy)
+        if hierarchy:
+            values["hierarchy"] = {"spec": hierarchy}
         self.config = self.dir / "job.toml"
         self.config.write_text(toml_text(values))
         load_config(self.config, overrides=bench.job_set, environ={})  # fail early on a bad --set
@@ -769,6 +807,7 @@ class Bench:
         flink: dict | None = None,
         reuse: tuple[str, int, int] | None = None,
         code: Path | None = None,
+        hierarchy: str | None = None,
     ) -> tuple[JobResult, int, tuple[int, int, float] | None]:
         """Publish (or, with ``reuse`` = (input topic, messages, origin), read an earlier job's input),
         optionally time the consume-only loop, run the bounded job (``code``: another checkout's).
@@ -779,7 +818,7 @@ class Bench:
         clock (their windows are their append times'), flow records keep their own times (BASE_MS on).
         ``--replay-log explicit``: every record carries an explicit timestamp from BASE_MS on (no
         clock records: a replay then applies its epochs at the end of input)."""
-        clock = self.args.replay_log == "clock" and fmt not in ("text-ipv4", "json", "json-time")
+        clock = self.args.replay_log == "clock" and fmt not in ("text-ipv4", "json", "path")
         topics = self.kafka.topics(f"{self.prefix}-{name}", live=clock)
         origin = BASE_MS
         if reuse is None:
@@ -795,7 +834,15 @@ class Bench:
             try:
                 n_msgs, _, _ = self.kafka.produce(
                     topics["input_topic"],
-                    stream_messages(addresses, per_message, windows, BASE_MS, fmt, units),
+                    stream_messages(
+                        addresses,
+                        per_message,
+                        windows,
+                        BASE_MS,
+                        fmt,
+                        units,
+                        bool((inputs or {}).get("json_time_field")),
+                    ),
                     name,
                     pace=pace,
                 )
@@ -830,6 +877,7 @@ class Bench:
             inputs=inputs,
             flink=flink,
             code=code,
+            hierarchy=hierarchy,
         )
         try:
             job.start()
@@ -883,6 +931,7 @@ class Bench:
         flink: dict | None = None,
         reuse: tuple[str, int, int] | None = None,
         code: Path | None = None,
+        hierarchy: str | None = None,
     ) -> None:
         n_addr = len(addresses)
         result, n_msgs, ceiling = self.bounded(
@@ -898,6 +947,7 @@ class Bench:
             flink=flink,
             reuse=reuse,
             code=code,
+            hierarchy=hierarchy,
         )
         ceiling_rate = None
         if ceiling is not None:
@@ -1043,7 +1093,7 @@ class Bench:
             self.latency_line += (
                 f" Empty windows of the same run: median {float(np.median(empty)):.2f} s, max "
                 f"{max(empty):.2f} s over {len(empty)} window(s); the difference is the residual "
-                "timing that the volume of a window causes (README, Known limits)."
+                "timing that the volume of a window causes (docs/howto/troubleshoot.md, Known limits)."
             )
         if rates:
             self.notes.append(
@@ -1131,9 +1181,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--single-format",
         default="packed",
-        help="one address per message, comma-separated formats, each its own job on the same addresses: packed "
+        help="one element per message, comma-separated formats, each its own job on the same addresses: packed "
         '(a 4-byte packed message, the default), text (a dotted quad), json ({"ip": quad}), json-time (with the '
-        "element's own time, input.json_time_field); the notes give each format's messages/s over text's",
+        "element's own time, input.json_time_field), path (each address as a 4-level path, hierarchy path:4), "
+        "pairs (packed-ipv4-pairs, 8 bytes, a pair hierarchy), flows (one pmacct flow record, flow-json); "
+        "the notes give each format's messages/s over text's",
     )
     ap.add_argument(
         "--latency-addresses",
@@ -1350,15 +1402,24 @@ def main(argv: list[str] | None = None) -> int:
             addresses = synthetic_addresses(args.single_messages, seed=2)
             forms = args.single_format.split(",")
             for form in sorted(forms, key=lambda f: f != "text"):  # text first: the others' ratios are over it
-                fmt = SINGLE_FORMATS[form]
+                single = SINGLE_FORMATS[form]
                 log(
-                    f"single: {args.single_messages:,} messages of one address ({form}), "
+                    f"single: {args.single_messages:,} messages of one element ({form}), "
                     f"{args.single_windows} window(s) ..."
                 )
-                inputs = {"json_time_field": "t"} if form == "json-time" else None
                 name = "single" if form == "packed" else f"single-{form}"
                 bench.throughput(
-                    f"1/msg ({form})", name, addresses, 1, args.single_windows, fmt, startup, False, inputs=inputs
+                    f"1/msg ({form})",
+                    name,
+                    addresses,
+                    1,
+                    args.single_windows,
+                    single.fmt,
+                    startup,
+                    False,
+                    units=synthetic_addresses(len(addresses), seed=7) if single.units else None,
+                    inputs=single.inputs,
+                    hierarchy=single.hierarchy,
                 )
                 if form != "text" and "text" in forms:
                     bench.note_ratio(name, "single-text", args.single_messages)

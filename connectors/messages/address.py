@@ -86,18 +86,20 @@ class TextIPv4(TextMessageFormat):
         where: list[int] = []
         times: list[int] = []
         unit_values: list[str | int | None] = []
+        has_fields = type(self).fields is not TextIPv4.fields  # plain text: the message is the address
         for i, value in enumerate(values):
             reason, text = self.message_text(value)
             event_time, unit = None, None
-            if reason is None:
+            if reason is None and has_fields:
                 reason, text, event_time, unit = self.fields(text)
             if reason is not None:
                 reasons[i] = reason
                 continue
             texts.append(text)
             where.append(i)
-            times.append(-1 if event_time is None else event_time)
-            unit_values.append(unit)
+            if has_fields:
+                times.append(-1 if event_time is None else event_time)
+                unit_values.append(unit)
         parsed, valid = parse_ipv4_each(texts)
         for j in np.flatnonzero(~valid).tolist():
             reasons[where[j]] = _address_reason(texts[j])
@@ -105,7 +107,8 @@ class TextIPv4(TextMessageFormat):
         counts = np.zeros(n, dtype=np.int64)
         counts[at] = 1
         kept = [u for u, ok in zip(unit_values, valid.tolist()) if ok and u is not None]
-        return _Addresses(reasons, counts, parsed[valid], at, np.array(times, dtype=np.int64)[valid], kept)
+        kept_times = np.array(times, dtype=np.int64)[valid] if has_fields else np.empty(0, dtype=np.int64)
+        return _Addresses(reasons, counts, parsed[valid], at, kept_times, kept)
 
     def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
         read = self.read_addresses(values)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..skips import SkipCounter
-from ..text import parse_paths
+from ..text import normalise_path, parse_paths
 from .base import Decoded, DecodedBatch, DecoderOptions, TextMessageFormat
 
 __all__ = ["PathMessages"]
+
+#: The longest normalised path (:func:`~dphhh.connectors.text.parse_paths`' default ``max_length``).
+MAX_PATH_LENGTH = 4096
 
 
 class PathMessages(TextMessageFormat):
@@ -42,7 +45,7 @@ class PathMessages(TextMessageFormat):
         if reason is not None:
             return Decoded(reason=reason)
         skips = SkipCounter()
-        paths = parse_paths([text], skips, max_depth=max(self.path_depth, 1))
+        paths = parse_paths([text], skips, max_depth=max(self.path_depth, 1), max_length=MAX_PATH_LENGTH)
         if not paths:
             return Decoded(reason=next(iter(skips.as_dict()), "bad_path_empty_component"))
         if paths[0].count("/") + 1 != self.path_depth:
@@ -50,10 +53,24 @@ class PathMessages(TextMessageFormat):
         return Decoded(values=paths)
 
     def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
-        decoded = [self.decode(v) for v in values]
-        counts = np.array([len(d.values) if d.ok else 0 for d in decoded], dtype=np.int64)
-        paths = [x for d in decoded if d.ok for x in d.values]
-        return DecodedBatch([d.reason for d in decoded], counts, paths)
+        """One loop over the batch, each path normalised and checked as
+        :func:`~dphhh.connectors.text.parse_paths` does for :meth:`decode` (the reference), without an
+        outcome object or a skip counter per message."""
+        reasons: list[str | None] = []
+        paths: list[str] = []
+        depth = self.path_depth
+        for value in values:
+            reason, text = self.message_text(value)
+            if reason is None:
+                reason, path = normalise_path(text, depth, MAX_PATH_LENGTH)
+                if reason is None:
+                    if path.count("/") + 1 != depth:
+                        reason = "bad_path_depth"
+                    else:
+                        paths.append(path)
+            reasons.append(reason)
+        counts = np.fromiter((r is None for r in reasons), dtype=np.int64, count=len(reasons))
+        return DecodedBatch(reasons, counts, paths)
 
     def unreadable_may_hold(self, value: bytes) -> bool:
         return b"/" in value

@@ -8,7 +8,9 @@ order the prefixes come in; whole-input commands re-key after a chance collision
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import stat
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 import dphhh.sketches.keyed as keyed
 from dphhh.sketches.errors import OperationalError
 from dphhh.sketches.hierarchy import IPv6Hierarchy, PathHierarchy
-from dphhh.sketches.keyed import KeySecret, collision_delta, siphash_reference, siphash_words
+from dphhh.sketches.keyed import KEY_BITS, KeySecret, collision_delta, siphash_reference, siphash_words
 from dphhh.sketches.specs import parse_hierarchy
 
 K0, K1 = 0x0706050403020100, 0x0F0E0D0C0B0A0908  # the specification's key 00 01 .. 0f
@@ -40,6 +42,19 @@ def test_siphash_matches_the_specification_vectors() -> None:
         for x, y in zip(a, b)
     ]
     assert got.tolist() == want and (got >= 0).all()
+
+
+def test_digest_is_keyed_blake2b_of_the_data_and_the_level_whatever_came_before() -> None:
+    """The literal construction: BLAKE2b-64 keyed with the secret over ``data ‖ 0x00 ‖ level (LE32)``,
+    cut to the key width — also after other digests (the keyed state is copied, never advanced),
+    and for a secret rebuilt from its bytes as workers receive it."""
+    secret = KeySecret(bytes(range(32)))
+    shipped = pickle.loads(pickle.dumps(secret))
+    for level, data in [(1, b"de"), (3, b"de/by/muc"), (1, b""), (2, b"x" * 300), (1, b"de")]:
+        reference = hashlib.blake2b(data + b"\x00" + level.to_bytes(4, "little"), key=bytes(range(32)), digest_size=8)
+        expected = int.from_bytes(reference.digest(), "little") & ((1 << KEY_BITS) - 1)
+        assert secret.digest(level, data) == shipped.digest(level, data) == expected
+        assert secret.digest(level, data, bits=20) == expected & ((1 << 20) - 1)
 
 
 def test_keys_are_per_window_and_per_level_and_the_key_never_shows() -> None:
