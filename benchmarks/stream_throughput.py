@@ -111,7 +111,7 @@ from dphhh.connectors.kafka_io import PackedProducer, client_kwargs, create_topi
 from dphhh.connectors.synthetic import synthetic_addresses  # noqa: E402
 from dphhh.stream.broker import LocalBroker  # noqa: E402
 from dphhh.stream.config import DEFAULTS, load_config  # noqa: E402
-from dphhh.stream.runner import LIVE_INPUT_TOPIC  # noqa: E402
+from dphhh.stream.kafka_setup import LIVE_INPUT_TOPIC  # noqa: E402
 
 WINDOW_MS = 10_000
 BASE_MS = 1_700_000_000_000 // WINDOW_MS * WINDOW_MS  # a fixed past event time, window-aligned

@@ -35,8 +35,12 @@ Modules:
 * :mod:`dphhh.stream.clock` — the live job's clock records on its own input partitions;
 * :mod:`dphhh.stream.ledger` — the durable release ledger: a window's report is computed and published
   once;
-* :mod:`dphhh.stream.runner` — running the job from the CLI: broker, topics, producers, the job, report
-  printing;
+* :mod:`dphhh.stream.runner` — the job's life from the CLI (``dphhh run``): start, watch, print its
+  reports, stop;
+* :mod:`dphhh.stream.kafka_setup` — the broker reachable (or started locally) and the job's topics
+  created and checked before a start;
+* :mod:`dphhh.stream.demo` — ``dphhh demo``: the sample stream replayed on the embedded MiniCluster;
+* :mod:`dphhh.stream.sample_traffic` — the demo's sample stream and ``dphhh run --feed``'s feeder;
 * :mod:`dphhh.stream.broker` — the local development broker as the CLI and the tests see it;
 * :mod:`dphhh.stream.reports_stall` — noticing readers of the reports topic held back by an open
   transaction;

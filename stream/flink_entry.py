@@ -40,8 +40,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     import time
 
+    from .kafka_setup import ensure_job_topics
     from .ledger import private_dir, resolve_origin
-    from .runner import ensure_job_topics
 
     ensure_job_topics(cfg)  # the job's sinks need their topics to exist; a live input records arrival times
     resolve_origin(cfg, int(time.time() * 1000))  # the public schedule's origin, stored in the ledger

@@ -1,10 +1,11 @@
-"""Running the stream job from the CLI: broker, topics, producers, the job, report printing.
+"""The job's life from the CLI (``dphhh run``): start it, watch it, print its reports, stop it.
 
 * :func:`run_job` — ``dphhh run``: the main job until Ctrl-C, the end of a replay's input, or the end
-  of a live schedule (``window.until``).
-* :func:`run_demo` — ``dphhh demo``: a self-contained replay (``window.mode = replay``) of a sample
-  stream (the bundled real capture, synthetic windows, an empty window and a few bad records),
-  printing each report.
+  of a live schedule (``window.until``); :func:`wait_for_job`, :func:`cancel_job`,
+  :func:`stop_with_savepoint` and :class:`ReportPrinter` are its parts.
+
+Elsewhere: the broker and topics before a start (:mod:`dphhh.stream.kafka_setup`), ``dphhh demo``
+(:mod:`dphhh.stream.demo`) and the embedded default's traffic (:mod:`dphhh.stream.sample_traffic`).
 """
 
 from __future__ import annotations
@@ -15,155 +16,28 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
+from dphhh.connectors.kafka_io import iter_committed_values
 
-from dphhh.connectors.kafka_io import PackedProducer, create_topics, iter_committed_values, pack_ipv4
-from dphhh.connectors.synthetic import synthetic_addresses
-
-from .broker import LocalBroker, reachable
-from .config import JobConfig, load_config
+from .config import JobConfig
 from .errors import JobFailed
+from .kafka_setup import prepare_kafka
 from .operators import FATAL_FILE
-from .paths import DEMO_CAPTURE, state_dir
-from .paths import capture as bundled_capture
+from .paths import state_dir
 from .reports_stall import ReportsStallWatch, stall_limit_s
+from .sample_traffic import feed_forever
 
 if TYPE_CHECKING:
     from .report_metrics import ReportMetrics
 
-__all__ = ["run_job", "run_demo", "wait_for_job", "sample_stream"]
+__all__ = ["run_job", "wait_for_job", "cancel_job", "stop_with_savepoint", "ReportPrinter"]
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def wait_for_kafka(
-    cfg: JobConfig,
-    metrics: ReportMetrics | None = None,
-    *,
-    what: str = "dphhh run",
-    sleep: Callable[[float], None] = time.sleep,
-    probe: Callable[..., None] | None = None,
-) -> None:
-    """Wait until the configured broker answers, retrying with exponential backoff (1 s, 2 s, 4 s …
-    30 s), each failed attempt logged and counted (``dphhh_kafka_connect_retries_total``,
-    ``dphhh_kafka_broker_up``); ``kafka.wait_s`` > 0 bounds the wait (then ``TimeoutError``).
-    ``probe(options, timeout_s=)`` raises ``TimeoutError`` while the broker does not answer."""
-    from dphhh.connectors.kafka_io import wait_for_broker
-
-    probe = probe or wait_for_broker
-
-    bootstrap, limit = cfg["kafka.bootstrap"], cfg["kafka.wait_s"]
-    started, delay, attempt = time.monotonic(), 1.0, 0
-    while True:
-        attempt += 1
-        try:
-            probe(cfg.kafka_client_options(), timeout_s=5.0)
-        except TimeoutError:
-            if metrics is not None:
-                metrics.broker_up.set(0)
-                metrics.connect_retries.inc()
-            waited = time.monotonic() - started
-            if limit and waited + delay > limit:
-                raise TimeoutError(
-                    f"kafka: broker {bootstrap} not reachable after {attempt} attempts in "
-                    f"{waited:.0f} s (kafka.wait_s = {limit})"
-                ) from None
-            _say(
-                f"{what}: broker {bootstrap} not reachable (attempt {attempt}); retrying in {delay:.0f} s "
-                "(Ctrl-C stops)"
-            )
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
-            continue
-        if metrics is not None:
-            metrics.broker_up.set(1)
-        if attempt > 1:
-            _say(f"{what}: broker {bootstrap} reachable after {attempt} attempts")
-        return
-
-
-def prepare_kafka(cfg: JobConfig, metrics: ReportMetrics | None = None) -> LocalBroker | None:
-    """Start the local broker if the configured one is a loopback address that does not answer (and
-    ``kafka.start_local_broker``), else wait for the broker (:func:`wait_for_kafka`); create the
-    job's topics. Returns the broker this call started (to stop later), if any."""
-    bootstrap = cfg["kafka.bootstrap"]
-    broker = None
-    if not reachable(bootstrap) and cfg["kafka.start_local_broker"]:
-        broker = LocalBroker.for_bootstrap(bootstrap)
-        if broker is not None:
-            _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
-            broker.start()
-    wait_for_kafka(cfg, metrics)
-    ensure_job_topics(cfg)
-    return broker if broker is not None and broker.started else None
-
-
-#: In the ledger: a live schedule's ``window.until`` once its last report is committed and the job stopped.
-SCHEDULE_ENDED = "schedule-ended"
-#: A live job's input topic: every record carries the broker's arrival time (docs/ALGORITHMS.md §0.1 e).
-LIVE_INPUT_TOPIC = {"message.timestamp.type": "LogAppendTime"}
-#: The job's output topics keep the timestamps the job writes (a report's: its scheduled time).
-OUTPUT_TOPIC = {"message.timestamp.type": "CreateTime"}
-#: The reports topic also keeps its records for good: a replay's reports carry timestamps in the past,
-#: which time-based retention would delete right after they are written (reports are small).
-REPORTS_TOPIC = {**OUTPUT_TOPIC, "retention.ms": "-1"}
-_TIMESTAMP_TYPE = "message.timestamp.type"
-
-
-def ensure_job_topics(cfg: JobConfig) -> None:
-    """Create the job's missing topics (a live input with ``LogAppendTime``, the outputs with
-    ``CreateTime``; one partition per subtask) and check existing ones: a live job refuses an input
-    topic whose timestamps producers set (they would decide windows and lateness), and any job refuses
-    output topics that would overwrite the reports' scheduled timestamps with the broker's clock."""
-    from dphhh.connectors.kafka_io import topic_settings
-
-    from .config import ConfigError
-    from .schedule import LIVE
-
-    opts = cfg.kafka_client_options()
-    inp, reports, dead = cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]
-    configs = {reports: REPORTS_TOPIC, dead: OUTPUT_TOPIC}
-    if cfg.mode == LIVE:
-        configs[inp] = LIVE_INPUT_TOPIC
-    create_topics(opts, [inp, dead], partitions=cfg["flink.parallelism"], configs=configs)
-    create_topics(opts, [reports], partitions=1, configs=configs)  # one partition: readers see window order
-    found = {topic: topic_settings(opts, topic, [_TIMESTAMP_TYPE]) for topic in configs}
-    for topic, wanted in configs.items():
-        stored = found[topic][_TIMESTAMP_TYPE]
-        if stored == wanted[_TIMESTAMP_TYPE]:
-            continue
-        if topic == inp:
-            raise ConfigError(
-                f"kafka: input topic {topic} stores {stored} timestamps (set by its producers); a live "
-                "job needs the broker's arrival time (LogAppendTime) to decide windows. Change it with "
-                f"`kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
-                f"{_TIMESTAMP_TYPE}=LogAppendTime`, or replay past data with window.mode = 'replay'"
-            )
-        raise ConfigError(
-            f"kafka: topic {topic} stores {stored} timestamps; the job's output topics "
-            f"need CreateTime (a report's timestamp is its scheduled release time); set "
-            f"{_TIMESTAMP_TYPE}=CreateTime on it or use another topic"
-        )
-    parts = found[reports]["partitions"]
-    if parts is not None and int(parts) > 1:
-        _say(
-            f"dphhh: warning: reports topic {reports} has {parts} partitions: the job writes its reports "
-            "in window order, but readers of several partitions may see them out of order (give it one partition)"
-        )
-    parts = found[inp]["partitions"] if inp in found else None
-    if parts is not None and int(parts) < cfg["flink.parallelism"]:
-        _say(
-            f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
-            f"{cfg['flink.parallelism']}: the job reads it with {parts} source subtask(s) (give it one partition per "
-            "subtask to use them all)"
-        )
 
 
 def root_cause(exc: BaseException) -> str:
@@ -284,6 +158,8 @@ class ReportPrinter(threading.Thread):
 
 
 RESUMED_FROM_FILE = "resumed-from.txt"
+#: In the ledger: a live schedule's ``window.until`` once its last report is committed and the job stopped.
+SCHEDULE_ENDED = "schedule-ended"
 
 
 def note_resume(run_dir: Path, checkpoint: Path) -> None:
@@ -300,141 +176,6 @@ def note_resume(run_dir: Path, checkpoint: Path) -> None:
         os.write(fd, f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {checkpoint}\n".encode())
     finally:
         os.close(fd)
-
-
-def sample_stream(window_ms: int, base_ms: int, capture: Path | None) -> list[tuple[int, bytes]]:
-    """The demo's sample: (timestamp ms, message value) over six windows.
-
-    window 0: the bundled SYN-ACK reflection capture; windows 1, 3, 4: synthetic traffic with
-    planted heavy prefixes; window 2: nothing (an empty window still gets its report);
-    window 5: background only; plus three malformed messages (dead-lettered).
-    """
-    from dphhh.connectors.pcap import read_capture_sources
-
-    messages: list[tuple[int, bytes]] = []
-
-    def add(window: int, addresses: np.ndarray, batch: int = 1000) -> None:
-        start = base_ms + window * window_ms
-        chunks = max(1, -(-len(addresses) // batch))
-        for i in range(chunks):
-            ts = start + (i * (window_ms - 1)) // chunks
-            messages.append((ts, pack_ipv4(addresses[i * batch : (i + 1) * batch])))
-
-    if capture is not None and capture.exists():
-        values, _ = read_capture_sources(capture)
-        add(0, values)
-    for window, seed in ((1, 1), (3, 3), (4, 4)):
-        add(window, synthetic_addresses(50_000, seed=seed))
-    add(5, np.random.default_rng(5).integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32))
-    bad_ts = base_ms + 4 * window_ms + 7
-    messages += [(bad_ts, b"\x01\x02\x03"), (bad_ts, b""), (bad_ts, b"x" * 4097 * 4 + b"abc")]
-    return messages
-
-
-def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> int:
-    """``dphhh demo``: broker, sample stream, a replay of its six windows, reports; everything torn
-    down after."""
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    run_dir = state_dir() / "runs" / f"demo-{run_id}"
-    prefix = f"dphhh-demo-{run_id}"
-    window = 10_000
-    base = (int(time.time() * 1000) // window - 8) * window  # six windows in the recent past
-    cfg = load_config(
-        None,
-        overrides=[
-            f"kafka.input_topic={prefix}-in",
-            f"kafka.reports_topic={prefix}-reports",
-            f"kafka.dead_letter_topic={prefix}-dead-letter",
-            f"kafka.group_id={prefix}",
-            "window.mode=replay",
-            f"window.size_ms={window}",
-            f"window.origin={base}",
-            f"window.until={base + 6 * window}",
-            "privacy.epsilon=2",
-            "privacy.tau=1000",
-            f"output.ledger_dir={run_dir / 'ledger'}",
-            f"output.reports_file={run_dir / 'reports.jsonl'}",
-            f"flink.checkpoint_dir={run_dir / 'checkpoints'}",
-            "flink.checkpoint_interval_ms=2000",
-            *overrides,
-        ],
-    )
-    started = time.monotonic()
-    broker = prepare_kafka(cfg)
-    printer = None
-    try:
-        capture = bundled_capture(DEMO_CAPTURE)
-        producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
-        for ts, value in sample_stream(window, base, capture):
-            producer.send_value(value, ts)
-        producer.close()
-        _say(
-            f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
-            f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}"
-        )
-        _say(
-            "dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
-            "(window.mode = replay), every one released at the end of the input ..."
-        )
-        from .job import submit
-        from .ledger import resolve_origin
-
-        resolve_origin(cfg, int(time.time() * 1000))
-        client = submit(cfg, run_dir)
-        printer = ReportPrinter(cfg, render)
-        printer.start()
-        wait_for_job(client, timeout_s=600)
-        # the job has committed every report: wait until the printer has shown them all (its
-        # reader may still be fetching the last transaction), not a fixed pause
-        committed = sum(
-            1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.reports_topic"], idle_timeout_s=2)
-        )
-        deadline = time.monotonic() + 60
-        while printer.count < committed and time.monotonic() < deadline:
-            time.sleep(0.05)
-        printer.stop()
-        published, printer = printer.count, None
-        dead = sum(
-            1
-            for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"], idle_timeout_s=2)
-        )
-        _say(
-            f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "
-            f"{time.monotonic() - started:.0f} s in all; files in {run_dir}"
-        )
-        return 0
-    finally:
-        with signals_deferred():
-            if printer is not None:
-                printer.stop()
-            if broker is not None:
-                broker.stop()
-
-
-def feed_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int) -> None:
-    """The embedded default's producer: the bundled capture and synthetic traffic, timestamp = now
-    (a live input topic records the broker's arrival time anyway)."""
-    capture = bundled_capture(DEMO_CAPTURE)
-    parts = []
-    if capture.exists():
-        from dphhh.connectors.pcap import read_capture_sources
-
-        parts.append(read_capture_sources(capture)[0])
-    parts.append(synthetic_addresses(200_000, seed=7))
-    stream = np.concatenate(parts)
-    producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
-    sent, t0, i = 0, time.monotonic(), 0
-    try:
-        while not stop.is_set():
-            chunk = stream[i : i + batch]
-            i = (i + batch) % len(stream)
-            producer.send_value(pack_ipv4(chunk), int(time.time() * 1000))
-            sent += len(chunk)
-            ahead = sent / rate - (time.monotonic() - t0)
-            if ahead > 0:
-                stop.wait(ahead)
-    finally:
-        producer.close()
 
 
 def check_output_paths(cfg: JobConfig) -> None:
@@ -512,6 +253,32 @@ def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> Non
     future.get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
 
 
+def _serve_report_metrics(cfg: JobConfig) -> ReportMetrics | None:
+    """``dphhh run``'s report metrics endpoint (``output.metrics_port``; 0: none), serving."""
+    if not cfg["output.metrics_port"]:
+        return None
+    from .report_metrics import ReportMetrics
+    from .schedule import LIVE
+
+    # a live report readable after its publication time is an incident (docs/ALGORITHMS.md §0.1 g)
+    metrics = ReportMetrics(publish_delay_ms=cfg["window.publish_delay_ms"] if cfg.mode == LIVE else None)
+    metrics.serve(cfg["output.metrics_port"])
+    return metrics
+
+
+def _schedule_ended(cfg: JobConfig, schedule, released: Sequence[int], marker: Path) -> bool:
+    """Whether this deployment's live schedule (``window.until``) has ended with every report
+    committed: the ledger's :data:`SCHEDULE_ENDED` marker says so — written here first when an
+    earlier run stopped after the last commit but before the marker."""
+    from .schedule import LIVE
+
+    if schedule.mode != LIVE or schedule.until_ms is None:
+        return False
+    if schedule.last_window in released and not marker.exists() and _committed(cfg, schedule.last_window):
+        marker.write_text(f"{schedule.until_ms}\n")  # stopped after the last commit, before the marker
+    return marker.exists() and int(marker.read_text().strip() or 0) >= schedule.until_ms
+
+
 def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: float = 20_000.0) -> int:
     """``dphhh run``: the main job; prints each window's report as it is published."""
     from .schedule import LIVE, iso_ms
@@ -521,14 +288,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         _say(f"dphhh run: warning: {warning}")
     check_output_paths(cfg)
     (run_dir / FATAL_FILE).unlink(missing_ok=True)
-    metrics = None
-    if cfg["output.metrics_port"]:  # first: the broker wait is visible in it
-        from .report_metrics import ReportMetrics
-        from .schedule import LIVE as _LIVE
-
-        # a live report readable after its publication time is an incident (docs/ALGORITHMS.md §0.1 g)
-        metrics = ReportMetrics(publish_delay_ms=cfg["window.publish_delay_ms"] if cfg.mode == _LIVE else None)
-        metrics.serve(cfg["output.metrics_port"])
+    metrics = _serve_report_metrics(cfg)  # first: the broker wait is visible in it
     broker = prepare_kafka(cfg, metrics)
     stop = threading.Event()
     producer = printer = stall_watch = None
@@ -540,20 +300,8 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         ledger = ReleaseLedger(cfg["output.ledger_dir"])
         released = ledger.windows()
         marker = ledger.directory / SCHEDULE_ENDED
-        if (
-            schedule.mode == LIVE
-            and schedule.until_ms is not None
-            and schedule.last_window in released
-            and not marker.exists()
-            and _committed(cfg, schedule.last_window)
-        ):
-            marker.write_text(f"{schedule.until_ms}\n")  # stopped after the last commit, before the marker
-        if (
-            schedule.mode == LIVE
-            and schedule.until_ms is not None
-            and marker.exists()
-            and int(marker.read_text().strip() or 0) >= schedule.until_ms
-        ):
+        if _schedule_ended(cfg, schedule, released, marker):
+            assert schedule.until_ms is not None  # an ended schedule has its end
             _say(
                 f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until), every "
                 "report committed: nothing left to do"

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                 setattr(args, name, parse_tau(str(value)) if name == "tau" else value)
         print(f"dphhh demo: private HHH of {path} (one window = the whole capture)\n", file=sys.stderr)
         return run_report(args, path)
-    from ..runner import run_demo
+    from ..demo import run_demo
 
     given = []
     for key in DEMO_DEFAULTS:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from dphhh.sketches.hierarchy import IPv4Hierarchy
 
     from ..batch import iter_values
-    from ..runner import LIVE_INPUT_TOPIC
+    from ..kafka_setup import LIVE_INPUT_TOPIC
 
     if args.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {args.batch}")

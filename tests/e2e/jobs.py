@@ -26,7 +26,7 @@ from dphhh.connectors.kafka_io import PackedProducer, read_to_end
 from dphhh.sketches.misra_gries import MisraGries
 from dphhh.stream.clock import is_tick
 from dphhh.stream.config import load_config
-from dphhh.stream.runner import ensure_job_topics
+from dphhh.stream.kafka_setup import ensure_job_topics
 from dphhh.stream.schedule import LIVE, ReleaseSchedule
 from dphhh.stream.wire import expand
 
@@ -86,7 +86,7 @@ def replay_window(base: int, windows: int, size: int, **more: Any) -> dict[str, 
 
 
 def publish(config: Path, messages: Iterable[tuple[int | None, bytes]]):
-    """Create and check the job's topics as the job does (:func:`dphhh.stream.runner.ensure_job_topics`: a
+    """Create and check the job's topics as the job does (:func:`dphhh.stream.kafka_setup.ensure_job_topics`: a
     live input records arrival times) and publish ``messages`` ((timestamp or None, value)); returns
     (the configuration, the open producer)."""
     cfg = load_config(config, environ={})

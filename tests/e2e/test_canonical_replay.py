@@ -30,7 +30,7 @@ import numpy as np
 from dphhh.connectors.kafka_io import PackedProducer, create_topics, pack_ipv4
 from dphhh.stream.clock import ClockTicker
 from dphhh.stream.job import replay_clock
-from dphhh.stream.runner import LIVE_INPUT_TOPIC
+from dphhh.stream.kafka_setup import LIVE_INPUT_TOPIC
 from tests.e2e.jobs import BOOTSTRAP, JOB, input_log, offline_sketches, replay_window, reports, write_config
 
 SIZE = 1_000  # 1-s windows of 10 epochs: the log is written on the wall clock

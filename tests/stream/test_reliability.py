@@ -21,9 +21,10 @@ from dphhh.privacy.unit import PrivacyUnit
 from dphhh.privacy.unit_cap import UnitCap
 from dphhh.stream.assembler import WindowAssembler
 from dphhh.stream.config import ConfigError, load_config
+from dphhh.stream.kafka_setup import wait_for_kafka
 from dphhh.stream.ledger import LedgerError, ReleaseLedger
 from dphhh.stream.report_metrics import ReportMetrics
-from dphhh.stream.runner import JobFailed, root_cause, wait_for_kafka
+from dphhh.stream.runner import JobFailed, root_cause
 from dphhh.stream.schedule import ReleaseSchedule
 from dphhh.stream.wire import sketch_payloads, unit_payloads, unit_shards, unpack_levels, unpack_unit_payload
 

@@ -31,8 +31,8 @@ def main() -> None:
     from dphhh.connectors.kafka_io import PackedProducer
     from dphhh.stream.config import load_config
     from dphhh.stream.job import build_pipeline, flink_configuration, prepare_gateway
+    from dphhh.stream.kafka_setup import prepare_kafka
     from dphhh.stream.ledger import resolve_origin
-    from dphhh.stream.runner import prepare_kafka
 
     name = f"record-metrics-{uuid.uuid4().hex[:6]}"
     work = ROOT / "var" / "runs" / name
