@@ -38,21 +38,21 @@ def _is_number(value: Any) -> bool:
 def check_positive(owner: str, name: str, value: Any) -> float:
     """``value`` as a float if it is a finite number > 0, else ``ValueError`` naming it."""
     if not _is_number(value) or not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{owner}: {name} must be a finite number > 0, got {value!r}")
+        raise UsageError.of_parameter(owner, name, f"must be a finite number > 0, got {value!r}")
     return float(value)
 
 
 def check_open_unit(owner: str, name: str, value: Any) -> float:
     """``value`` as a float if ``0 < value < 1``, else ``ValueError`` naming it."""
     if not _is_number(value) or not (0 < value < 1):
-        raise UsageError(f"{owner}: {name} must be a number with 0 < {name} < 1, got {value!r}")
+        raise UsageError.of_parameter(owner, name, f"must be a number with 0 < {name} < 1, got {value!r}")
     return float(value)
 
 
 def check_int(owner: str, name: str, value: Any, minimum: int) -> int:
     """``value`` if it is an integer >= ``minimum``, else ``ValueError`` naming it."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise UsageError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
+        raise UsageError.of_parameter(owner, name, f"must be an integer >= {minimum}, got {value!r}")
     return value
 
 
@@ -66,7 +66,9 @@ class PrivacyBudget:
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive("PrivacyBudget", "epsilon", self.epsilon))
         if not _is_number(self.delta) or not (0 <= self.delta < 1):
-            raise UsageError(f"PrivacyBudget: delta must be a number with 0 <= delta < 1, got {self.delta!r}")
+            raise UsageError.of_parameter(
+                "PrivacyBudget", "delta", f"must be a number with 0 <= delta < 1, got {self.delta!r}"
+            )
         object.__setattr__(self, "delta", float(self.delta))
 
     def __add__(self, other: PrivacyBudget) -> PrivacyBudget:
@@ -113,11 +115,15 @@ class HHHParams:
         check_int(owner, "counters", self.counters, 1)
         check_int(owner, "partitions", self.partitions, 1)
         if self.variant not in VARIANTS:
-            raise UsageError(f"{owner}: variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+            raise UsageError.of_parameter(
+                owner, "variant", f"must be one of {', '.join(VARIANTS)}, got {self.variant!r}"
+            )
         if self.mode not in MODES:
-            raise UsageError(f"{owner}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+            raise UsageError.of_parameter(owner, "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.calibration not in CALIBRATIONS:
-            raise UsageError(f"{owner}: calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
+            raise UsageError.of_parameter(
+                owner, "calibration", f"must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}"
+            )
         object.__setattr__(self, "size_share", check_open_unit(owner, "size_share", self.size_share))
         object.__setattr__(self, "size_beta_share", check_open_unit(owner, "size_beta_share", self.size_beta_share))
 

@@ -7,8 +7,10 @@ and is shown with its traceback.
 
 * :class:`UsageError` — an invalid parameter, option or setting (also a ``ValueError``, so that
   library callers may catch either). Its message starts with the owning object
-  (``HHHParams: epsilon must be ...``); the command line rewrites that owner into the option the
-  user typed (``--epsilon must be ...``).
+  (``HHHParams: epsilon must be ...``). An error about one parameter carries it as fields
+  (:meth:`UsageError.of_parameter`: ``owner``, ``parameter``), and :meth:`UsageError.about` names it
+  as the user typed it — the command line's option (``--epsilon must be ...``), the configuration's
+  key (``privacy.epsilon must be ...``) — without reading the message's text.
 * :class:`InputError` — an input that cannot be read as asked (no readable record, a corrupt
   serialised state, a malformed batch); also a ``ValueError``.
 * :class:`OperationalError` — the run could not go on (a failed job, an unwritable store).
@@ -31,9 +33,32 @@ class DphhhError(Exception):
 
 
 class UsageError(DphhhError, ValueError):
-    """An invalid parameter, option or setting, found before any work on data."""
+    """An invalid parameter, option or setting, found before any work on data.
+
+    ``owner`` and ``parameter`` (both ``None`` for an error about no single parameter) say which
+    parameter of which object the error is about; ``detail`` is the rest of the sentence."""
 
     exit_status = 2
+
+    def __init__(
+        self, message: str, *, owner: str | None = None, parameter: str | None = None, detail: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.parameter = parameter
+        self.detail = detail
+
+    @classmethod
+    def of_parameter(cls, owner: str, parameter: str, detail: str) -> UsageError:
+        """The error ``"{owner}: {parameter} {detail}"`` about ``parameter`` of ``owner``."""
+        return cls(f"{owner}: {parameter} {detail}", owner=owner, parameter=parameter, detail=detail)
+
+    def about(self, name: str) -> str:
+        """The message about the parameter named as the user wrote it (``name``: an option, a config
+        key): ``"--epsilon must be …"``; an error about no single parameter: ``"{name}: {message}"``."""
+        if self.parameter is None:
+            return f"{name}: {self}"
+        return f"{name} {self.detail}"
 
 
 class InputError(DphhhError, ValueError):

@@ -456,7 +456,9 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
     try:
         budget = PrivacyBudget(p["epsilon"], p["delta"])
         if not 0 < p["delta"] < 1:
-            raise UsageError(f"HHHParams: delta must be a number with 0 < delta < 1, got {p['delta']!r}")
+            raise UsageError.of_parameter(
+                "HHHParams", "delta", f"must be a number with 0 < delta < 1, got {p['delta']!r}"
+            )
         key_delta = _key_collision_delta(budget, hierarchy, unit, p["counters"], _json_units(p))
         event = unit.event_budget(PrivacyBudget(budget.epsilon, budget.delta - key_delta))
         params = HHHParams(
@@ -470,8 +472,8 @@ def _validate(values: dict[str, dict[str, Any]]) -> JobConfig:
             mode=p["mode"],
             calibration=p["calibration"],
         )
-    except ValueError as exc:
-        raise ConfigError(f"config: privacy.{str(exc).split(': ', 1)[-1]}") from None
+    except UsageError as exc:  # about one of the privacy keys, named by its field (or the section's)
+        raise ConfigError(f"config: {exc.about(f'privacy.{exc.parameter}' if exc.parameter else 'privacy')}") from None
     if p["expected_window_size"] < 0:
         raise ConfigError(f"config: privacy.expected_window_size must be >= 0, got {p['expected_window_size']}")
     return JobConfig(values, hierarchy, params, unit, budget, _budget_guard(p, budget), key_delta)

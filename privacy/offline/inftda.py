@@ -66,6 +66,7 @@ __all__ = [
     "inftda",
     "inftda_from_counts",
     "inftda_level_memory_bytes",
+    "inftda_needs_domain",
 ]
 
 _OWNER = "InfTDA"
@@ -368,20 +369,41 @@ class _PathChildren:
                 )
 
 
-def _child_domain(hierarchy: Hierarchy, domain: PathDomain | None, max_children: int):
-    check_int(_OWNER, "max_children", max_children, 2)
+def inftda_needs_domain(hierarchy: Hierarchy, domain_given: bool) -> bool:
+    """Whether InfTDA releases ``hierarchy`` with a public child domain (paths: the possible paths
+    must be given, the observed ones would leak) or enumerates every child itself (IPv4; a domain
+    is refused); ``UsageError`` for a hierarchy it does not release (IPv6: child domains too wide
+    to enumerate) or a domain given where none is used. Checked before any data is read."""
     if isinstance(hierarchy, IPv4Hierarchy):
-        if domain is not None:
-            raise UsageError(f"{_OWNER}: domain is only used with path hierarchies (IPv4 children are enumerated)")
-        return _IPv4Children(hierarchy, max_children)
+        if domain_given:
+            raise UsageError.of_parameter(
+                _OWNER, "domain", "is only used with path hierarchies (IPv4 children are enumerated)"
+            )
+        return False
     if isinstance(hierarchy, PathHierarchy):
-        return _PathChildren(hierarchy, domain, max_children)
+        if not domain_given:
+            raise UsageError.of_parameter(
+                _OWNER,
+                "domain",
+                "must be given for a path hierarchy: it needs the public list of possible paths "
+                "(the paths seen in the data cannot be used as the domain)",
+            )
+        return True
     if isinstance(hierarchy, IPv6Hierarchy):
         raise UsageError(
             f"{_OWNER}: IPv6 hierarchies are not supported (their public child domains are too wide "
             "to enumerate); use an ipv4 or path hierarchy"
         )
-    raise UsageError(f"{_OWNER}: unsupported hierarchy {hierarchy!r}")
+    raise UsageError(f"{_OWNER}: unsupported hierarchy {hierarchy!r}; use an ipv4 or path hierarchy")
+
+
+def _child_domain(hierarchy: Hierarchy, domain: PathDomain | None, max_children: int):
+    check_int(_OWNER, "max_children", max_children, 2)
+    if isinstance(hierarchy, PathHierarchy):
+        return _PathChildren(hierarchy, domain, max_children)
+    inftda_needs_domain(hierarchy, domain is not None)  # raises for any kind but IPv4
+    assert isinstance(hierarchy, IPv4Hierarchy)
+    return _IPv4Children(hierarchy, max_children)
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from types import ModuleType
 
 from kafka.errors import KafkaError
 
-from dphhh.sketches.errors import DphhhError
+from dphhh.sketches.errors import DphhhError, UsageError
 
 from . import dashboard, demo, exact, hhh, plan, produce, reports, run, snapshot
 
@@ -48,6 +48,7 @@ INTERNAL_ERROR_STATUS = 70
 
 #: Library parameter names → the option a user types (docs/reference/cli.md "Vocabulary").
 OPTION_OF = {
+    "domain": "--domain",
     "epsilon": "--epsilon",
     "delta": "--delta",
     "beta": "--beta",
@@ -82,10 +83,15 @@ _OWNED = re.compile(r"^(?P<owner>[A-Za-z_][\w. ]*?): (?P<rest>.*)$", re.S)
 _NAMED = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*)(?P<tail>\b.*)$", re.S)
 
 
-def user_message(message: str) -> str:
-    """``message`` with a library owner prefix replaced by the option it is about, when known:
+def user_message(error: str | BaseException) -> str:
+    """The error's message with a library owner prefix replaced by the option it is about, when known:
     ``"HHHParams: epsilon must be > 0"`` → ``"--epsilon must be > 0"``; ``"MisraGries: k must …"`` →
-    ``"--counters must …"``; ``"IPv4Hierarchy: …"`` → ``"--hierarchy: …"``. Other messages are kept."""
+    ``"--counters must …"``; ``"IPv4Hierarchy: …"`` → ``"--hierarchy: …"``. An error that carries its
+    parameter (:meth:`UsageError.of_parameter`) is renamed by that field; the others (older raise
+    sites) by their message's ``Owner: name`` prefix. Other messages are kept."""
+    if isinstance(error, UsageError) and error.parameter in OPTION_OF:
+        return error.about(OPTION_OF[error.parameter])
+    message = str(error)
     m = _OWNED.match(message)
     if not m or m.group("owner").startswith("-"):
         return message
@@ -161,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{name}: interrupted", file=sys.stderr)
         return 130
     except DphhhError as exc:
-        print(f"{name}: error: {user_message(str(exc))}", file=sys.stderr)
+        print(f"{name}: error: {user_message(exc)}", file=sys.stderr)
         return exc.exit_status
     except KafkaError as exc:  # broker unreachable, topic errors, …
         print(f"{name}: error: kafka: {exc}", file=sys.stderr)

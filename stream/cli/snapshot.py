@@ -386,6 +386,16 @@ _HINTS = {
 }
 
 
+def _depth_of(hierarchy: Any) -> dict[str, Any]:
+    """The reader's ``path_depth`` for a path hierarchy (its values have exactly its depth), else nothing."""
+    return {"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}
+
+
+def _read_file(path: Any, hierarchy: Any, **kw: Any) -> SnapshotValues:
+    """A whole public file of ``hierarchy``'s values (e.g. InfTDA's domain of possible paths)."""
+    return read_snapshot(path, kind=hierarchy.kind, **_depth_of(hierarchy), **kw)
+
+
 def _read(args: argparse.Namespace, kind: str, *, users_public: bool = False, **kw: Any) -> SnapshotValues:
     """Read the snapshot (standard input and gzip files are spooled to a private temporary file
     first, :func:`~dphhh.connectors.spool.spooled_input`: here, after every check that needs no input);
@@ -542,7 +552,13 @@ _INFTDA_HINT = (
 
 
 def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
-    from dphhh.privacy.offline.inftda import InfTDAParams, PathDomain, inftda, inftda_level_memory_bytes
+    from dphhh.privacy.offline.inftda import (
+        InfTDAParams,
+        PathDomain,
+        inftda,
+        inftda_level_memory_bytes,
+        inftda_needs_domain,
+    )
     from dphhh.privacy.params import check_open_unit
     from dphhh.sketches.specs import parse_hierarchy
 
@@ -552,21 +568,8 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
     )
     beta = check_open_unit("InfTDA", "beta", args.beta)
     domain = None
-    if hierarchy.kind == "path":
-        if not args.domain:
-            raise UsageError(
-                "--domain: a path hierarchy needs the public list of possible paths (--domain FILE); "
-                "the paths seen in the data cannot be used as the domain"
-            )
-        domain_paths = read_snapshot(args.domain, kind="path", input_format="text", path_depth=hierarchy.h).values
-        domain = PathDomain.from_paths(domain_paths)
-    elif args.domain:
-        raise UsageError("--domain applies to path hierarchies only")
-    elif hierarchy.kind != "ipv4":
-        raise UsageError(
-            f"--hierarchy: snapshot inftda enumerates every public child of a prefix: ipv4:LENGTHS or "
-            f"path:DEPTH (with --domain), not {hierarchy.kind}"
-        )
+    if inftda_needs_domain(hierarchy, bool(args.domain)):  # the mechanism's rule, before any data is read
+        domain = PathDomain.from_paths(_read_file(args.domain, hierarchy, input_format="text").values)
     limit = parse_max_memory(args.max_memory)
 
     def check_level(level: int, draws: int) -> None:
@@ -579,8 +582,7 @@ def _run_inftda(args: argparse.Namespace) -> dict[str, Any]:
         )
 
     check_level(1, _inftda_widest(hierarchy, domain, 1))  # the root's children: known before reading
-    depth: dict[str, Any] = {"path_depth": hierarchy.h} if hierarchy.kind == "path" else {}
-    snapshot = _read(args, "path" if hierarchy.kind == "path" else "ipv4", **depth)
+    snapshot = _read(args, hierarchy.kind, **_depth_of(hierarchy))
     values = snapshot.values
     if domain is not None:  # out-of-domain paths are dropped, not counted
         values = [v for v in values if domain.contains(v)]
@@ -633,10 +635,7 @@ def _run_hhh(args: argparse.Namespace) -> dict[str, Any]:
             plan = plan_offline_hhh(hierarchy.h, args.tau, args.epsilon, args.delta, args.expected_n, args.beta)
             choice, reason = plan.choice, plan.reason
         print(f"dphhh snapshot hhh: planner: {reason}", file=sys.stderr)
-    if hierarchy.kind == "path":
-        snapshot = _read(args, "path", path_depth=hierarchy.h)
-    else:
-        snapshot = _read(args, hierarchy.kind)
+    snapshot = _read(args, hierarchy.kind, **_depth_of(hierarchy))
     run = algorithm1_hhh if choice == "algorithm1" else stability_histogram_hhh
     base, attempt = hierarchy, 0
     while True:  # hashed keys under a secret key; a chance collision: re-key and start over
