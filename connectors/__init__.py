@@ -21,6 +21,8 @@ Modules:
   name (:data:`MESSAGE_FORMATS`, :func:`register_message_format`);
 * :mod:`dphhh.connectors.decode` — :class:`MessageDecoder`, the decoder of Kafka message values of
   one registered format;
+* :mod:`dphhh.connectors.text_records` — how a text line becomes a value of each hierarchy kind
+  (:class:`TextRecords`, registered by kind: the batch commands' text files);
 * :mod:`dphhh.connectors.snapshot` — snapshot inputs of the offline modules, read whole into arrays
   (:func:`read_snapshot`: text, pcap/pcapng, csv, JSON lines);
 * :mod:`dphhh.connectors.skips` — counting skipped records by reason, and which counts may be shown;

@@ -117,6 +117,11 @@ class Hierarchy(ABC):
     def keys(self, values: Any, level: int) -> np.ndarray:
         """Sketch keys (int64, >= 0) of ``values`` generalised to ``level`` (1..h), in input order."""
 
+    def level_keys(self, values: Any) -> list[np.ndarray]:
+        """The keys of ``values`` at every sketched level 1..h (``[keys(values, 1), …, keys(values, h)]``);
+        a kind whose levels share work (paths: one split per distinct path) computes them together."""
+        return [self.keys(values, level) for level in range(1, self.h + 1)]
+
     @abstractmethod
     def label(self, key: int, level: int) -> str:
         """The prefix label of ``key`` at ``level`` (level 0 is the root)."""
@@ -387,6 +392,30 @@ class PathHierarchy(Hierarchy):
             prefixes.append("/".join(parts[:level]))
         ids = self._keys[level].keys_of(prefixes, lambda text: text.encode("utf-8"))
         return ids[np.asarray(inverse, dtype=np.int64).reshape(-1)]
+
+    def level_keys(self, values: Sequence[str]) -> list[np.ndarray]:
+        """Every level's keys at once: the distinct paths split once, and each level's distinct
+        prefixes hashed once (the same keys and label tables as :meth:`keys` level by level)."""
+        arr = np.asarray(values, dtype=object)
+        if not arr.size:
+            return [np.empty(0, np.int64) for _ in range(self.depth)]
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        inverse = np.asarray(inverse, dtype=np.int64).reshape(-1)
+        split = [path.split("/") for path in uniq]
+        for parts in split:
+            if len(parts) != self.depth:
+                raise UsageError(
+                    f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
+                )
+        out = []
+        for level in range(1, self.depth + 1):
+            prefixes = ["/".join(parts[:level]) for parts in split] if level < self.depth else list(uniq)
+            distinct = list(dict.fromkeys(prefixes))
+            keys = self._keys[level].keys_of(distinct, lambda text: text.encode("utf-8"))
+            key_of = dict(zip(distinct, keys.tolist()))
+            ids = np.fromiter((key_of[p] for p in prefixes), dtype=np.int64, count=len(prefixes))
+            out.append(ids[inverse])
+        return out
 
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)

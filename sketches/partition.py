@@ -46,8 +46,7 @@ def route(
     (``stream.wire.expand``) both use it, so a batch and a stream put every key in the same sketch.
     With P = 1 every level yields its one partition, even for an empty batch."""
     partitions = check_partitions(partitions)
-    for level in range(1, hierarchy.h + 1):
-        keys = hierarchy.keys(values, level)
+    for level, keys in enumerate(hierarchy.level_keys(values), start=1):
         if partitions == 1:
             yield level, 0, keys, weights
             continue

@@ -37,8 +37,9 @@ from dphhh.connectors import pcap
 from dphhh.connectors.files import open_input
 from dphhh.connectors.flow_json import FlowJsonDecoder, decode_pairs, iter_flow_file
 from dphhh.connectors.skips import NoReadableInput, SkipCounter, no_readable_message
-from dphhh.connectors.snapshot import parse_ipv4_pair_records, parse_ipv4_records, parse_ipv6_records
-from dphhh.connectors.text import iter_text_lines, parse_paths
+from dphhh.connectors.snapshot import parse_ipv4_pair_records
+from dphhh.connectors.text import iter_text_lines
+from dphhh.connectors.text_records import text_records
 from dphhh.privacy.params import HHHParams, PrivacyBudget
 from dphhh.privacy.randomness import as_source
 from dphhh.privacy.unit import PrivacyUnit
@@ -46,7 +47,7 @@ from dphhh.privacy.window import release_window
 from dphhh.sketches.errors import OperationalError, UsageError
 from dphhh.sketches.exact import exact_hhh
 from dphhh.sketches.exact2d import exact_hhh_2d
-from dphhh.sketches.hierarchy import Hierarchy, PathHierarchy
+from dphhh.sketches.hierarchy import Hierarchy
 from dphhh.sketches.keyed import KeySecret
 from dphhh.sketches.level_sketches import LevelSketches
 from dphhh.sketches.misra_gries import clip_weights
@@ -114,46 +115,22 @@ class Weighting:
 
 def no_readable_hint(hierarchy: Hierarchy) -> str:
     """A static (data-independent) hint for an input without a readable record of ``hierarchy``."""
-    if hierarchy.kind == "pair":
-        return (
-            f"--hierarchy {hierarchy.spec()} reads IPv4 (source, destination) pairs: the packets of a capture, "
-            "lines 'A B' (or A,B / A -> B) of two dotted quads, or flow records (--input-format flow-json)"
-        )
-    if hierarchy.kind == "ipv4":
-        return (
-            "--hierarchy ipv4 reads dotted quads and IPv4 packets: for IPv6 addresses use "
-            "--hierarchy ipv6:LENGTHS, for paths --hierarchy path:DEPTH"
-        )
-    if hierarchy.kind == "ipv6":
-        return (
-            "--hierarchy ipv6 reads IPv6 addresses from a text file: for dotted quads or captures use "
-            "--hierarchy ipv4:LENGTHS"
-        )
-    return f"--hierarchy {hierarchy.spec()} reads paths of exactly {hierarchy.h} components (a/b/...): check DEPTH"
+    return text_records(hierarchy).hint(hierarchy)
 
 
 def iter_values(path: str | Path, input_format: str, hierarchy: Hierarchy, skips: SkipCounter) -> Iterator[Any]:
-    """Batches of hierarchy values read from ``path``; skipped records are counted into ``skips``."""
+    """Batches of hierarchy values read from ``path`` (a text file's lines as the kind's
+    :class:`~dphhh.connectors.text_records.TextRecords` parse them; a capture's IPv4 sources for a
+    kind that reads captures); skipped records are counted into ``skips``."""
     source = open_input(path, input_format)
-    if hierarchy.kind == "ipv4" and source.is_capture:
+    records = text_records(hierarchy)
+    if records.captures and source.is_capture:
         yield from source.iter_ipv4(skips)
         return
     for lines in source.iter_lines(skips):
-        if hierarchy.kind == "ipv4":
-            values = parse_ipv4_records(lines, skips)
-            if values.size:
-                yield values
-        elif hierarchy.kind == "ipv6":
-            hi, lo = parse_ipv6_records(lines, skips)
-            if hi.size:
-                yield hi, lo
-        else:
-            assert isinstance(hierarchy, PathHierarchy)
-            paths = parse_paths(lines, skips)
-            good = [p for p in paths if p.count("/") + 1 == hierarchy.depth]
-            skips.add("bad_path_depth", len(paths) - len(good))
-            if good:
-                yield good
+        values = records.parse(hierarchy, lines, skips)
+        if hierarchy.count(values):
+            yield values
 
 
 def iter_pairs(

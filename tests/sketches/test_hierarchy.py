@@ -427,3 +427,38 @@ def test_a_hierarchy_concatenates_its_own_batches_and_has_an_empty_batch(spec: s
     empty = hierarchy.concat([])
     assert hierarchy.count(empty) == hierarchy.count(hierarchy.empty()) == 0
     assert hierarchy.keys(empty, hierarchy.h).size == 0
+
+
+@pytest.mark.parametrize("spec", ["path:4", "path:1", "ipv4:8,16,24,32", "ipv6:32,64", "ipv4:8,16 x path:2"])
+def test_level_keys_are_the_keys_of_every_level_with_the_same_labels(spec: str) -> None:
+    """``level_keys`` (every level at once; paths: split once, each distinct prefix hashed once)
+    gives each level's ``keys`` and leaves the same label tables, on a batch with repeats."""
+    from dphhh.sketches.keyed import KeySecret
+
+    rng = np.random.default_rng(11)
+    n = 400
+    words = np.array(["de", "fr", "a b", "ü", "x"], dtype=object)
+
+    def paths(depth: int) -> list[str]:
+        return ["/".join(rng.choice(words, depth)) for _ in range(n)]
+
+    def values_of(h):
+        if h.kind == "path":
+            return paths(h.depth)
+        if h.kind == "ipv4":
+            return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+        if h.kind == "ipv6":
+            return rng.integers(0, 2**63, n).astype(np.uint64), rng.integers(0, 2**63, n).astype(np.uint64)
+        return values_of(h.first), values_of(h.second)
+
+    secret = KeySecret(bytes(range(32))).window(3)
+    together, alone = parse_hierarchy(spec).keyed(secret), parse_hierarchy(spec).keyed(secret)
+    values = values_of(together)
+    got = together.level_keys(values)
+    assert len(got) == together.h
+    for level in range(1, together.h + 1):
+        expected = alone.keys(values, level)
+        assert np.array_equal(got[level - 1], expected), level
+        labelled = np.unique(expected)[:20]
+        assert [together.label(int(k), level) for k in labelled] == [alone.label(int(k), level) for k in labelled]
+    assert together.collisions == alone.collisions
