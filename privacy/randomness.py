@@ -109,6 +109,8 @@ def as_source(rng: RandomSource | np.random.Generator | int | None) -> RandomSou
     """
     if rng is None:
         return _SECURE
+    if type(rng) in (SeededRandomSource, SecureRandomSource):  # the usual sources: no Protocol check (slow)
+        return rng  # type: ignore[return-value]
     if isinstance(rng, (np.random.Generator, int)) and not isinstance(rng, bool):
         return SeededRandomSource(rng)
     if isinstance(rng, RandomSource):

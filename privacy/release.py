@@ -166,7 +166,8 @@ def release_level(
     if not padded.size:
         return {}
     passed, values = release_arrays(padded, scales, source)
-    return {k: int(v) for k, p, v in zip(keys, passed.tolist(), values.tolist()) if p}
+    released = values.tolist()
+    return {keys[i]: released[i] for i in np.flatnonzero(passed[: len(keys)]).tolist()}
 
 
 def alpha2(scales: ReleaseScales, *, counters: int, h: int, partitions: int, beta: float) -> float:

@@ -90,7 +90,8 @@ def _run_fails(
             release = release_sketch(level, partition, counters, n, params=noise_params or params, h=H, rng=source)
             if counter > released_above and len(release.values) < KAPPA:
                 return True
-            if any(abs(value - counter) > bound for value in release.values.values()):
+            values = np.fromiter(release.values.values(), dtype=np.float64, count=len(release.values))
+            if values.size and np.abs(values - counter).max() > bound:
                 return True
             if release.n_noisy is not None and release.n_noisy + slack < n:
                 return True
