@@ -8,7 +8,9 @@ or into a **reason** why the message is bad; it never raises on bad input and ne
 content into the reason (every reason is a property of the message alone).
 
 :data:`FORMATS` and :data:`REASONS` are read from the registry: the config's ``input.format``
-values and the job's dead-letter metrics follow the registered formats.
+values follow the registry as it is; the dead-letter metric names are made once, at import, from the
+formats registered then (the built-ins): a reason of a format registered later is dead-lettered but
+never counted in a public metric (fail closed).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ them on **stderr only**, on one line labelled "operational, not private"
 * ``corrupt_file_tail`` — the unreadable rest of a damaged capture file;
 * ``empty``, ``oversized``, ``bad_length``, ``missing_field``, ``bad_time``, ``missing_unit`` —
   stream messages without a decodable element, a required field, a readable time or a
-  privacy-unit key (:mod:`dphhh.connectors.decode`);
+  privacy-unit key (the message formats of :mod:`dphhh.connectors.messages`);
 * ``bad_address``, ``bad_counter``, ``counter_too_large`` — a flow-JSON record whose key field is
   no IP address, or whose ``packets`` / ``bytes`` are not non-negative integers (or ``bytes <
   packets``) or exceed the decoder's sanity bound (:mod:`dphhh.connectors.flow_json`, which also uses

@@ -37,6 +37,7 @@ from dphhh.sketches.errors import UsageError
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "MAX_PATH_LENGTH",
     "iter_text_lines",
     "parse_ipv4",
     "parse_ipv4_each",
@@ -48,6 +49,8 @@ __all__ = [
 
 #: Lines longer than this (in bytes, before decoding) are skipped as ``line_too_long``.
 MAX_LINE_BYTES = 1 << 20
+#: The longest normalised path (characters): longer ones are ``bad_path_too_long``.
+MAX_PATH_LENGTH = 4096
 _READ_SIZE = 1 << 20
 _BOM = "\ufeff"
 
@@ -261,7 +264,7 @@ def parse_ipv6(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.nda
 # paths
 
 
-def normalise_path(line: str, max_depth: int = 64, max_length: int = 4096) -> tuple[str | None, str]:
+def normalise_path(line: str, max_depth: int = 64, max_length: int = MAX_PATH_LENGTH) -> tuple[str | None, str]:
     """``(None, path)`` for a good line, else ``(reason, "")`` (:func:`parse_paths` states the rules)."""
     s = line.strip()
     if s.endswith("/"):
@@ -277,7 +280,9 @@ def normalise_path(line: str, max_depth: int = 64, max_length: int = 4096) -> tu
     return None, path
 
 
-def parse_paths(lines: list[str], skips: SkipCounter, max_depth: int = 64, max_length: int = 4096) -> list[str]:
+def parse_paths(
+    lines: list[str], skips: SkipCounter, max_depth: int = 64, max_length: int = MAX_PATH_LENGTH
+) -> list[str]:
     """Normalised ``/``-separated paths (input order); bad lines are counted, not returned.
 
     Normalisation (:func:`normalise_path`): strip whitespace around the line and around every

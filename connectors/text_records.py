@@ -93,7 +93,7 @@ for _records in (
         lambda h: (
             f"--hierarchy {h.spec()} reads IPv4 (source, destination) pairs: the packets of a capture, "
             "lines 'A B' (or A,B / A -> B) of two dotted quads, or flow records (--input-format flow-json)"
-        ),  # a capture's (source, destination) pairs: dphhh.stream.batch.iter_pairs
+        ),  # a capture's (source, destination) pairs and flow records: dphhh.stream.batch.iter_pairs
     ),
 ):
     register_text_records(_records)

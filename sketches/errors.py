@@ -55,10 +55,11 @@ class UsageError(DphhhError, ValueError):
 
     def about(self, name: str) -> str:
         """The message about the parameter named as the user wrote it (``name``: an option, a config
-        key): ``"--epsilon must be …"``; an error about no single parameter: ``"{name}: {message}"``."""
+        key): ``"--epsilon must be …"`` (a ``detail`` that starts with ``":"`` follows the name directly:
+        ``"--hierarchy: …"``); an error about no single parameter: ``"{name}: {message}"``."""
         if self.parameter is None:
             return f"{name}: {self}"
-        return f"{name} {self.detail}"
+        return f"{name}{'' if self.detail.startswith(':') else ' '}{self.detail}"
 
 
 class InputError(DphhhError, ValueError):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,8 +74,9 @@ class Hierarchy(ABC):
 
     @property
     def collisions(self) -> int:
-        """How many times this object met a prefix under a key it held for another (merged: the
-        smaller prefix labels the key). Whole-input commands re-key and start over when it is not 0."""
+        """Non-zero once this object met a prefix under a key it held for another (merged: the smaller
+        prefix labels the key); the number follows how the values were batched. Whole-input commands
+        re-key and start over when it is not 0."""
         return sum(t.merges for t in getattr(self, "_keys", ()))
 
     @property
@@ -117,10 +118,11 @@ class Hierarchy(ABC):
     def keys(self, values: Any, level: int) -> np.ndarray:
         """Sketch keys (int64, >= 0) of ``values`` generalised to ``level`` (1..h), in input order."""
 
-    def level_keys(self, values: Any) -> list[np.ndarray]:
-        """The keys of ``values`` at every sketched level 1..h (``[keys(values, 1), …, keys(values, h)]``);
-        a kind whose levels share work (paths: one split per distinct path) computes them together."""
-        return [self.keys(values, level) for level in range(1, self.h + 1)]
+    def level_keys(self, values: Any) -> Iterable[np.ndarray]:
+        """The keys of ``values`` at every sketched level 1..h, in order (``keys(values, 1)``, …), one
+        level at a time by default (a pair hierarchy has up to 24); a kind whose levels share work
+        (paths: one split per distinct path) computes them together."""
+        return (self.keys(values, level) for level in range(1, self.h + 1))
 
     @abstractmethod
     def label(self, key: int, level: int) -> str:

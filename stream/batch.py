@@ -37,7 +37,6 @@ from dphhh.connectors import pcap
 from dphhh.connectors.files import open_input
 from dphhh.connectors.flow_json import FlowJsonDecoder, decode_pairs, iter_flow_file
 from dphhh.connectors.skips import NoReadableInput, SkipCounter, no_readable_message
-from dphhh.connectors.snapshot import parse_ipv4_pair_records
 from dphhh.connectors.text import iter_text_lines
 from dphhh.connectors.text_records import text_records
 from dphhh.privacy.params import HHHParams, PrivacyBudget
@@ -169,8 +168,9 @@ def iter_pairs(
             if pairs.index.size:
                 yield (pairs.sources, pairs.destinations), (clip_weights(pairs.weights, cap) if weighted else None)
         return
+    records = text_records(hierarchy)  # lines "A B" of two dotted quads
     for lines in source.iter_lines(skips):
-        firsts, seconds = parse_ipv4_pair_records(lines, skips)
+        firsts, seconds = records.parse(hierarchy, lines, skips)
         if firsts.size:
             yield (firsts, seconds), None
 

@@ -525,6 +525,11 @@ def _check_format_fits(hierarchy: Hierarchy, fmt: str) -> None:
         return
     readers = [f"{name!r}" for name, cls in MESSAGE_FORMATS.items() if hierarchy.kind in cls.hierarchy_kinds]
     kinds = " or ".join(sorted(MESSAGE_FORMATS[fmt].hierarchy_kinds))
+    if not readers:
+        raise ConfigError(
+            f"config: hierarchy.spec {hierarchy.spec()!r}: no input format of the stream job reads {hierarchy.kind} "
+            f"values (input.format {fmt!r} reads {kinds} hierarchies)"
+        )
     raise ConfigError(
         f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format {' or '.join(readers)}, got {fmt!r} "
         f"(which reads values of {kinds} hierarchies)"
@@ -613,7 +618,10 @@ def _check_unit_carrier(key: str, kind: str, fmt: str) -> None:
     also = ""
     if carried:
         what = MESSAGE_FORMATS[fmt].noun
-        units = ", ".join(f"{_UNIT_KINDS[k][0]} (unit_key = {_UNIT_KINDS[k][1]!r})" for k in carried)
+        units = ", ".join(
+            f"{_UNIT_KINDS[k][0]} (unit_key = {_UNIT_KINDS[k][1]!r})" if k in _UNIT_KINDS else f"unit_key kind {k!r}"
+            for k in carried
+        )
         also = f"; {what} support {units} only"
     raise ConfigError(f"config: privacy.unit_key {key!r} needs input.format {carriers}, got {fmt!r}{also}")
 
@@ -640,9 +648,11 @@ def _key_collision_delta(
     cost = sketch_keys + (unit_collision_delta() if json_units else 0.0)
     if cost and cost >= budget.delta / 2:
         what = "a hierarchy with hashed keys" if sketch_keys else "hashed (JSON) unit keys"
-        raise UsageError(
-            f"HHHParams: delta = {budget.delta:g} is too small for {what}: their chance "
-            f"collisions alone cost {cost:.3g} (docs/calibration.md §8)"
+        raise UsageError.of_parameter(
+            "HHHParams",
+            "delta",
+            f"= {budget.delta:g} is too small for {what}: their chance collisions alone cost {cost:.3g} "
+            "(docs/calibration.md §8)",
         )
     return cost
 
@@ -710,8 +720,9 @@ def load_config(
 def _check_testing(testing: Mapping[str, Any]) -> None:
     """The [testing] hooks are refused, each naming its key, unless the process environment has
     ``DPHHH_TESTING=1`` (the test suite's): a deployment's configuration cannot switch on a NON-PRIVATE
-    dump, an injected failure or a delay by accident. Checked where a configuration is loaded, not
-    again in the workers, which receive values this check has passed."""
+    dump, an injected failure or a delay by accident. This reads ``os.environ`` itself, never
+    :func:`load_config`'s ``environ`` (which tests empty to keep their own variables out). Checked where
+    a configuration is loaded, not again in the workers, which receive values this check has passed."""
     if os.environ.get(TESTING_ENV) == "1":
         return
     for key, default in DEFAULTS["testing"].items():

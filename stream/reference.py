@@ -195,7 +195,10 @@ def formats_reference() -> str:
         units = "; ".join(f"`{key}`: {what}" for key, what in cls.unit_keys.items()) or "—"
         # the privacy unit's options come from privacy.unit_key (the units column); the others are input.* keys
         read = sorted(cls.reads - {"unit_field", "source_units"})
-        options = ", ".join(f"`input.{o}`" if o in DEFAULTS["input"] else _OPTION_SOURCES[o] for o in read) or "—"
+        options = (
+            ", ".join(f"`input.{o}`" if o in DEFAULTS["input"] else _OPTION_SOURCES.get(o, f"`{o}`") for o in read)
+            or "—"
+        )
         reasons = ", ".join(f"`{r}`" for r in cls.reasons)
         lines.append(f"| `{name}` | {cls.summary} | {kinds} | {units} | {options} | {reasons} |")
     lines.append("")

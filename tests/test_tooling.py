@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_layering import LAYERS as PACKAGES  # the four packages, in layer order
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("sketches", "privacy", "connectors", "stream")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

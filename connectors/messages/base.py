@@ -78,7 +78,8 @@ class DecodedBatch:
 @dataclass(frozen=True)
 class DecoderOptions:
     """Every option a message format may read (``input.*`` and the privacy unit); a format reads
-    the ones it names in :attr:`MessageFormat.options` and refuses the others when set."""
+    the ones it names in :attr:`MessageFormat.reads` and refuses a privacy-unit option it does not
+    carry (:meth:`MessageFormat.check_options`)."""
 
     max_message_bytes: int = 1 << 20
     json_field: str = "ip"
@@ -130,7 +131,7 @@ class MessageFormat(ABC):
         if options.unit_field is not None and "json" not in cls.unit_keys:
             raise UsageError(f"MessageDecoder: unit_field applies to the json format only, not {cls.name!r}")
         if options.source_units and "source-ipv4" not in cls.unit_keys:
-            carriers = ", ".join(n for n, c in MESSAGE_FORMATS.items() if "source-ipv4" in c.unit_keys)
+            carriers = " and ".join(n for n, c in MESSAGE_FORMATS.items() if "source-ipv4" in c.unit_keys)
             raise UsageError(f"MessageDecoder: source_units applies to the {carriers} formats only, not {cls.name!r}")
 
     @abstractmethod

@@ -10,13 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..skips import SkipCounter
-from ..text import normalise_path, parse_paths
+from ..text import MAX_PATH_LENGTH, normalise_path, parse_paths
 from .base import Decoded, DecodedBatch, DecoderOptions, TextMessageFormat
 
 __all__ = ["PathMessages"]
-
-#: The longest normalised path (:func:`~dphhh.connectors.text.parse_paths`' default ``max_length``).
-MAX_PATH_LENGTH = 4096
 
 
 class PathMessages(TextMessageFormat):

@@ -373,7 +373,8 @@ def inftda_needs_domain(hierarchy: Hierarchy, domain_given: bool) -> bool:
     """Whether InfTDA releases ``hierarchy`` with a public child domain (paths: the possible paths
     must be given, the observed ones would leak) or enumerates every child itself (IPv4; a domain
     is refused); ``UsageError`` for a hierarchy it does not release (IPv6: child domains too wide
-    to enumerate) or a domain given where none is used. Checked before any data is read."""
+    to enumerate) or a domain given where none is used. The snapshot CLI calls it before any data is
+    read; :func:`inftda` applies the same rules (a path hierarchy's missing domain in its own words)."""
     if isinstance(hierarchy, IPv4Hierarchy):
         if domain_given:
             raise UsageError.of_parameter(
@@ -390,11 +391,11 @@ def inftda_needs_domain(hierarchy: Hierarchy, domain_given: bool) -> bool:
             )
         return True
     if isinstance(hierarchy, IPv6Hierarchy):
-        raise UsageError(
-            f"{_OWNER}: IPv6 hierarchies are not supported (their public child domains are too wide "
-            "to enumerate); use an ipv4 or path hierarchy"
-        )
-    raise UsageError(f"{_OWNER}: unsupported hierarchy {hierarchy!r}; use an ipv4 or path hierarchy")
+        why = "IPv6 hierarchies are not supported (their public child domains are too wide to enumerate)"
+    else:
+        why = f"{hierarchy.kind} hierarchies are not supported"
+    detail = f"{why}; use an ipv4 or path hierarchy"
+    raise UsageError(f"{_OWNER}: {detail}", owner=_OWNER, parameter="hierarchy", detail=f": {detail}")
 
 
 def _child_domain(hierarchy: Hierarchy, domain: PathDomain | None, max_children: int):

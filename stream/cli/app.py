@@ -49,6 +49,7 @@ INTERNAL_ERROR_STATUS = 70
 #: Library parameter names → the option a user types (docs/reference/cli.md "Vocabulary").
 OPTION_OF = {
     "domain": "--domain",
+    "hierarchy": "--hierarchy",
     "epsilon": "--epsilon",
     "delta": "--delta",
     "beta": "--beta",

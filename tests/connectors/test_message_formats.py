@@ -170,6 +170,6 @@ def test_the_registry_refuses_a_second_format_of_one_name_and_a_class_without_re
 def test_options_a_format_does_not_read_are_refused() -> None:
     with pytest.raises(ValueError, match="unit_field applies to the json format only"):
         MessageDecoder("text-ipv4", unit_field="user")
-    with pytest.raises(ValueError, match="source_units applies to the packed-ipv4-pairs, flow-json formats only"):
+    with pytest.raises(ValueError, match="source_units applies to the packed-ipv4-pairs and flow-json formats only"):
         MessageDecoder("path", source_units=True)
     assert MESSAGE_FORMATS["json"](DecoderOptions(unit_field="u")).has_units

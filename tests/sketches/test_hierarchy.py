@@ -454,7 +454,7 @@ def test_level_keys_are_the_keys_of_every_level_with_the_same_labels(spec: str) 
     secret = KeySecret(bytes(range(32))).window(3)
     together, alone = parse_hierarchy(spec).keyed(secret), parse_hierarchy(spec).keyed(secret)
     values = values_of(together)
-    got = together.level_keys(values)
+    got = list(together.level_keys(values))
     assert len(got) == together.h
     for level in range(1, together.h + 1):
         expected = alone.keys(values, level)

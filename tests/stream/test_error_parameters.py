@@ -67,3 +67,26 @@ def test_the_config_names_the_key_from_the_field(override: str, expected: str) -
     with pytest.raises(ConfigError) as caught:
         load_config(None, environ={}, overrides=[override])
     assert str(caught.value) == expected
+
+
+def test_inftda_names_the_hierarchy_option_for_a_kind_it_does_not_release() -> None:
+    from dphhh.privacy.offline.inftda import inftda_needs_domain
+    from dphhh.sketches.specs import parse_hierarchy
+
+    for spec, what in (("ipv6:32,64", "IPv6 hierarchies are not supported"), ("ipv4:8 x ipv4:8", "pair hierarchies")):
+        with pytest.raises(UsageError) as caught:
+            inftda_needs_domain(parse_hierarchy(spec), False)
+        assert str(caught.value).startswith("InfTDA: ") and what in str(caught.value)
+        assert user_message(caught.value).startswith(f"--hierarchy: {what}")
+
+
+def test_a_hierarchy_no_format_reads_is_named_as_such() -> None:
+    with pytest.raises(ConfigError, match=r"hierarchy.spec 'ipv6:32,64': no input format of the stream job reads ipv6"):
+        load_config(None, environ={}, overrides=["hierarchy.spec=ipv6:32,64"])
+
+
+def test_the_key_collision_guard_names_privacy_delta() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^config: privacy.delta = 1e-16 is too small for a hierarchy with hashed keys"
+    ):
+        load_config(None, environ={}, overrides=["hierarchy.spec=path:4", "input.format=path", "privacy.delta=1e-16"])
