@@ -380,44 +380,39 @@ class PathHierarchy(Hierarchy):
     def spec(self) -> str:
         return f"path:{self.depth}"
 
-    def keys(self, values: Sequence[str], level: int) -> np.ndarray:
-        self._check_level(level)
-        arr = np.asarray(values, dtype=object)
-        uniq, inverse = np.unique(arr, return_inverse=True) if arr.size else (arr, np.empty(0, np.int64))
-        prefixes = []
-        for path in uniq:
-            parts = path.split("/")
-            if len(parts) != self.depth:
-                raise UsageError(
-                    f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
-                )
-            prefixes.append("/".join(parts[:level]))
-        ids = self._keys[level].keys_of(prefixes, lambda text: text.encode("utf-8"))
-        return ids[np.asarray(inverse, dtype=np.int64).reshape(-1)]
-
-    def level_keys(self, values: Sequence[str]) -> list[np.ndarray]:
-        """Every level's keys at once: the distinct paths split once, and each level's distinct
-        prefixes hashed once (the same keys and label tables as :meth:`keys` level by level)."""
+    def _distinct_paths(self, values: Sequence[str]) -> tuple[Sequence[str], np.ndarray, list[list[str]]]:
+        """(the distinct paths, each value's index among them, each distinct path's components),
+        every path checked to have exactly ``depth`` components."""
         arr = np.asarray(values, dtype=object)
         if not arr.size:
-            return [np.empty(0, np.int64) for _ in range(self.depth)]
+            return [], np.empty(0, np.int64), []
         uniq, inverse = np.unique(arr, return_inverse=True)
-        inverse = np.asarray(inverse, dtype=np.int64).reshape(-1)
         split = [path.split("/") for path in uniq]
         for parts in split:
             if len(parts) != self.depth:
                 raise UsageError(
                     f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
                 )
-        out = []
-        for level in range(1, self.depth + 1):
-            prefixes = ["/".join(parts[:level]) for parts in split] if level < self.depth else list(uniq)
-            distinct = list(dict.fromkeys(prefixes))
-            keys = self._keys[level].keys_of(distinct, lambda text: text.encode("utf-8"))
-            key_of = dict(zip(distinct, keys.tolist()))
-            ids = np.fromiter((key_of[p] for p in prefixes), dtype=np.int64, count=len(prefixes))
-            out.append(ids[inverse])
-        return out
+        return uniq, np.asarray(inverse, dtype=np.int64).reshape(-1), split
+
+    def _prefix_keys(self, level: int, uniq: Sequence[str], split: list[list[str]]) -> np.ndarray:
+        """The key of each distinct path's ``level`` prefix, each distinct prefix hashed once."""
+        prefixes = ["/".join(parts[:level]) for parts in split] if level < self.depth else list(uniq)
+        distinct = list(dict.fromkeys(prefixes))
+        keys = self._keys[level].keys_of(distinct, lambda text: text.encode("utf-8"))
+        key_of = dict(zip(distinct, keys.tolist()))
+        return np.fromiter((key_of[p] for p in prefixes), dtype=np.int64, count=len(prefixes))
+
+    def keys(self, values: Sequence[str], level: int) -> np.ndarray:
+        self._check_level(level)
+        uniq, inverse, split = self._distinct_paths(values)
+        return self._prefix_keys(level, uniq, split)[inverse]
+
+    def level_keys(self, values: Sequence[str]) -> list[np.ndarray]:
+        """Every level's keys at once: the distinct paths split once (the same keys and label tables
+        as :meth:`keys` level by level)."""
+        uniq, inverse, split = self._distinct_paths(values)
+        return [self._prefix_keys(level, uniq, split)[inverse] for level in range(1, self.depth + 1)]
 
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)

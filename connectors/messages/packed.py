@@ -23,26 +23,42 @@ _BE_U32 = np.dtype(">u4")
 
 
 class _FixedWidth(MessageFormat):
-    """Messages of ``width``-byte elements."""
+    """Messages of ``width``-byte elements; a subclass says what an element's words are (:meth:`_columns`)."""
 
     width: ClassVar[int]
     packed = True
     reasons = ("empty", "bad_length")
 
-    def _split(self, values: list[bytes | None]) -> tuple[list[str | None], np.ndarray, np.ndarray]:
-        """Reasons, element counts and the big-endian uint32 words of the messages."""
+    def _reason(self, value: bytes | None) -> str | None:
+        """``empty``, or ``bad_length`` for a message that is not a whole number of elements."""
+        reason = self.size_reason(value)
+        if reason is None and len(value) % self.width:  # type: ignore[arg-type]
+            return "bad_length"
+        return reason
+
+    def _columns(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, units or ``None``) of the big-endian uint32 ``words`` of whole elements."""
+        raise NotImplementedError
+
+    def decode(self, value: bytes | None) -> Decoded:
+        reason = self._reason(value)
+        if reason is not None:
+            return Decoded(reason=reason)
+        values, units = self._columns(np.frombuffer(value, dtype=_BE_U32))  # type: ignore[arg-type]
+        return Decoded(values=values, units=units)
+
+    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
         reasons: list[str | None] = []
         good: list[bytes] = []
         counts = np.zeros(len(values), dtype=np.int64)
         for i, value in enumerate(values):
-            reason = self.size_reason(value)
-            if reason is None and len(value) % self.width:  # type: ignore[arg-type]
-                reason = "bad_length"
+            reason = self._reason(value)
             reasons.append(reason)
             if reason is None:
                 good.append(value)  # type: ignore[arg-type]
                 counts[i] = len(value) // self.width  # type: ignore[arg-type]
-        return reasons, counts, np.frombuffer(b"".join(good), dtype=_BE_U32)
+        decoded, units = self._columns(np.frombuffer(b"".join(good), dtype=_BE_U32))
+        return DecodedBatch(reasons, counts, decoded, None, units)
 
     def holds_element(self, value: bytes | None) -> bool:
         """A message of at least one element's bytes may hold one (a bad length cuts the last)."""
@@ -57,17 +73,8 @@ class PackedIPv4(_FixedWidth):
     hierarchy_kinds = frozenset({"ipv4"})
     width = 4
 
-    def decode(self, value: bytes | None) -> Decoded:
-        reason = self.size_reason(value)
-        if reason is None and len(value) % 4:  # type: ignore[arg-type]
-            reason = "bad_length"
-        if reason is not None:
-            return Decoded(reason=reason)
-        return Decoded(values=np.frombuffer(value, dtype=_BE_U32).astype(np.uint32))  # type: ignore[arg-type]
-
-    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
-        reasons, counts, words = self._split(values)
-        return DecodedBatch(reasons, counts, words.astype(np.uint32))
+    def _columns(self, words: np.ndarray) -> tuple[np.ndarray, None]:
+        return words.astype(np.uint32), None
 
 
 class PackedIPv4Pairs(_FixedWidth):
@@ -87,16 +94,6 @@ class PackedIPv4Pairs(_FixedWidth):
         super().__init__(options)
         self.has_units = True  # the first address of every element
 
-    def decode(self, value: bytes | None) -> Decoded:
-        reason = self.size_reason(value)
-        if reason is None and len(value) % 8:  # type: ignore[arg-type]
-            reason = "bad_length"
-        if reason is not None:
-            return Decoded(reason=reason)
-        pairs = np.frombuffer(value, dtype=_BE_U32).reshape(-1, 2)  # type: ignore[arg-type]
-        return Decoded(values=pairs[:, 1].astype(np.uint32), units=pairs[:, 0].astype(np.uint64))
-
-    def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
-        reasons, counts, words = self._split(values)
+    def _columns(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pairs = words.reshape(-1, 2)
-        return DecodedBatch(reasons, counts, pairs[:, 1].astype(np.uint32), None, pairs[:, 0].astype(np.uint64))
+        return pairs[:, 1].astype(np.uint32), pairs[:, 0].astype(np.uint64)
