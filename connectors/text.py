@@ -264,6 +264,27 @@ def parse_ipv6(lines: list[str], skips: SkipCounter) -> tuple[np.ndarray, np.nda
 # paths
 
 
+# A path normalise_path returns unchanged: components without "/", not empty, not starting or ending
+# with whitespace (\s is str.isspace's set, which str.strip() removes), no trailing "/".
+_COMPONENT = r"[^/\s](?:[^/]*[^/\s])?"
+_NORMAL_PATH = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+
+
+def normal_path_lines(depth: int) -> re.Pattern[str]:
+    """A pattern whose ``fullmatch`` holds for lines joined by line feeds iff every line is a path
+    :func:`is_normal_path` accepts with exactly ``depth`` components (for lines without a line feed
+    of their own: a component's inner characters exclude it here so that it separates lines)."""
+    component = _COMPONENT.replace("[^/]*", "[^/\n]*")
+    line = rf"{component}(?:/{component}){{{depth - 1}}}"
+    return re.compile(rf"{line}(?:\n{line})*")
+
+
+def is_normal_path(line: str) -> bool:
+    """Whether :func:`normalise_path` would return ``line`` itself, before its length and depth
+    checks: a fast test for text that needs no normalising (one regular-expression match)."""
+    return _NORMAL_PATH.fullmatch(line) is not None
+
+
 def normalise_path(line: str, max_depth: int = 64, max_length: int = MAX_PATH_LENGTH) -> tuple[str | None, str]:
     """``(None, path)`` for a good line, else ``(reason, "")`` (:func:`parse_paths` states the rules)."""
     s = line.strip()

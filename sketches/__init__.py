@@ -23,6 +23,8 @@ Modules:
   decoded (the /32 × /32 node, hashed pairs), merging chance collisions under the smaller pair (internal);
 * :mod:`dphhh.sketches.keyed` — secret, per-window keyed-hash keys for prefixes wider than 63 bits
   (:class:`KeySecret`, SipHash-2-4), and the δ their collisions cost (docs/ALGORITHMS.md §1 "Keys");
+* :mod:`dphhh.sketches._blake2b_kernel` — compiled keyed BLAKE2b of many short messages, bit for bit
+  ``hashlib``'s (:meth:`KeySecret.digests`: a batch's distinct paths and IPv6 prefixes; internal);
 * :mod:`dphhh.sketches.canonical` — the canonical order in which a sketch takes a group of elements
   (sorted keys, runs as weighted updates; docs/ALGORITHMS.md §0 "Canonical order");
 * :mod:`dphhh.sketches.exact2d` — the exact two-dimensional HHH reference over a pair hierarchy, overlap

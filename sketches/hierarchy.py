@@ -27,8 +27,10 @@ for exact references and tests only — every private path keys its hierarchy.
 from __future__ import annotations
 
 import ipaddress
+import operator
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,6 +100,17 @@ class Hierarchy(ABC):
         addresses and mask them where they count (:func:`dphhh.stream.wire.sketch_payloads`);
         ``None`` for any other hierarchy (its keys are computed before routing)."""
         return None
+
+    def pack_values(self, values: Any) -> bytes | None:
+        """``values`` as bytes, for a hierarchy whose keys are better computed where they are
+        counted than shipped (h keys of 8 bytes against a few bytes of value): the stream's sketch
+        step then keys them with the window's key (:func:`dphhh.stream.wire.sketch_payloads`);
+        ``None`` (the default): the keys travel. :meth:`unpack_values` inverts it."""
+        return None
+
+    def unpack_values(self, data: bytes | memoryview) -> Any:
+        """The values of :meth:`pack_values`'s bytes (a :class:`UsageError` for bytes it did not make)."""
+        raise UsageError(f"hierarchy: {type(self).__name__} does not pack its values")
 
     def keyed(self, secret: KeySecret | None) -> Hierarchy:
         """This hierarchy making its hashed keys under ``secret`` (a window's key,
@@ -238,6 +251,32 @@ class IPv4Hierarchy(Hierarchy):
 PUBLIC_KEY = KeySecret(bytes(32))
 
 
+def _distinct(values: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
+    """(the distinct values in order of first appearance, each value's index among them: int64)."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return distinct, np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+_SLASHES = operator.methodcaller("count", "/")
+_LAST_COMPONENT = re.compile(r"/[^/\n]*$", re.MULTILINE)
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """Each path without its last component (every path holds a ``/``): one substitution over the
+    joined paths when none holds a line feed, else one by one."""
+    joined = "\n".join(paths)
+    if joined.count("\n") != len(paths) - 1:
+        return [p.rpartition("/")[0] for p in paths]
+    return _LAST_COMPONENT.sub("", joined).split("\n") if paths else []
+
+
+def dicts_agree(held: dict[Any, Any], new: dict[Any, Any]) -> bool:
+    """Whether every key in both dicts maps to equal values (at C speed: no Python loop)."""
+    common = held.keys() & new.keys()
+    return all(map(operator.eq, map(held.__getitem__, common), map(new.__getitem__, common)))
+
+
 class _PrefixKeys:
     """Keys of one level: key = keyed hash of (level, prefix bytes); remembers key → prefix, the
     smaller prefix when two collide (a merge, never an error: docs/ALGORITHMS.md §1 "Keys")."""
@@ -250,15 +289,32 @@ class _PrefixKeys:
 
     def key_of(self, item: Any, encoded: bytes) -> int:
         key = self.secret.digest(self.level, encoded)
+        self._learn(item, key)
+        return key
+
+    def _learn(self, item: Any, key: int) -> None:
         seen = self.items.get(key)
         if seen is None or item < seen:
             self.items[key] = item
         if seen is not None and seen != item:
             self.merges += 1
-        return key
 
-    def keys_of(self, uniques: Sequence[Any], encode) -> np.ndarray:
-        return np.fromiter((self.key_of(u, encode(u)) for u in uniques), dtype=np.int64, count=len(uniques))
+    def keys_of(self, uniques: Sequence[Any], encode: Callable[[Any], bytes] | None = None) -> np.ndarray:
+        """The keys of distinct items — texts hashed as UTF-8 (``encode`` None), others as ``encode``
+        makes them bytes — in one compiled call (:meth:`KeySecret.digests`); the table learns them as
+        :meth:`key_of` would, one by one where two of them share a key."""
+        if encode is None:
+            keys = self.secret.text_digests(self.level, uniques)
+        else:
+            keys = self.secret.digests(self.level, [encode(u) for u in uniques])
+        fresh = dict(zip(keys.tolist(), uniques))
+        items = self.items
+        if len(fresh) == len(uniques) and dicts_agree(items, fresh):
+            items.update(fresh)  # no key shared by two prefixes: the same table as key_of, item by item
+            return keys
+        for item, key in zip(uniques, keys.tolist()):
+            self._learn(item, key)
+        return keys
 
 
 class IPv6Hierarchy(Hierarchy):
@@ -312,8 +368,8 @@ class IPv6Hierarchy(Hierarchy):
     def labels_of(self, keys: np.ndarray, level: int) -> dict[int, int]:
         """``{key: 128-bit prefix value}`` for keys this object has seen (labels beside hashed keys)."""
         self._check_level(level)
-        items = self._keys[level].items
-        return {int(k): items[int(k)] for k in np.unique(np.asarray(keys, dtype=np.int64))}
+        distinct = np.unique(np.asarray(keys, dtype=np.int64)).tolist()
+        return dict(zip(distinct, map(self._keys[level].items.__getitem__, distinct)))
 
     def remember(self, level: int, labels: dict[int, int]) -> None:
         """Learn ``{key: prefix value}`` produced elsewhere (under the same key); each is checked."""
@@ -380,39 +436,59 @@ class PathHierarchy(Hierarchy):
     def spec(self) -> str:
         return f"path:{self.depth}"
 
-    def _distinct_paths(self, values: Sequence[str]) -> tuple[Sequence[str], np.ndarray, list[list[str]]]:
-        """(the distinct paths, each value's index among them, each distinct path's components),
-        every path checked to have exactly ``depth`` components."""
-        arr = np.asarray(values, dtype=object)
-        if not arr.size:
-            return [], np.empty(0, np.int64), []
-        uniq, inverse = np.unique(arr, return_inverse=True)
-        split = [path.split("/") for path in uniq]
-        for parts in split:
-            if len(parts) != self.depth:
-                raise UsageError(
-                    f"PathHierarchy: every path must have exactly {self.depth} components, got one with {len(parts)}"
-                )
-        return uniq, np.asarray(inverse, dtype=np.int64).reshape(-1), split
+    def _distinct_paths(self, values: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """(the distinct paths in order of first appearance, each value's index among them), every
+        path checked to have exactly ``depth`` components."""
+        paths, inverse = _distinct(values)
+        slashes = np.fromiter(map(_SLASHES, paths), dtype=np.int64, count=len(paths))
+        wrong = np.flatnonzero(slashes != self.depth - 1)
+        if wrong.size:
+            raise UsageError(
+                f"PathHierarchy: every path must have exactly {self.depth} components, "
+                f"got one with {int(slashes[wrong[0]]) + 1}"
+            )
+        return paths, inverse
 
-    def _prefix_keys(self, level: int, uniq: Sequence[str], split: list[list[str]]) -> np.ndarray:
-        """The key of each distinct path's ``level`` prefix, each distinct prefix hashed once."""
-        prefixes = ["/".join(parts[:level]) for parts in split] if level < self.depth else list(uniq)
-        distinct = list(dict.fromkeys(prefixes))
-        keys = self._keys[level].keys_of(distinct, lambda text: text.encode("utf-8"))
-        key_of = dict(zip(distinct, keys.tolist()))
-        return np.fromiter((key_of[p] for p in prefixes), dtype=np.int64, count=len(prefixes))
+    def pack_values(self, values: Sequence[str]) -> bytes:
+        """The count, each path's UTF-8 length (uint32) and the paths' bytes: ~18 bytes a path
+        where its h keys take 8·h (and their labels as much again)."""
+        encoded = [p.encode("utf-8") for p in values]
+        lengths = np.fromiter(map(len, encoded), dtype="<u4", count=len(encoded))
+        return np.array([len(encoded)], dtype="<u8").tobytes() + lengths.tobytes() + b"".join(encoded)
+
+    def unpack_values(self, data: bytes | memoryview) -> list[str]:
+        raw = bytes(data)
+        n = int(np.frombuffer(raw, dtype="<u8", count=1)[0]) if len(raw) >= 8 else -1
+        if n < 0 or len(raw) < 8 + 4 * n:
+            raise UsageError("PathHierarchy: these bytes are not packed paths")
+        ends = np.cumsum(np.frombuffer(raw, dtype="<u4", count=n, offset=8), dtype=np.int64) + 8 + 4 * n
+        if (ends[-1] if n else 8 + 4 * n) != len(raw):
+            raise UsageError("PathHierarchy: these bytes are not packed paths")
+        try:
+            return [raw[a:b].decode("utf-8") for a, b in zip([8 + 4 * n, *ends[:-1].tolist()], ends.tolist())]
+        except UnicodeDecodeError:
+            raise UsageError("PathHierarchy: these bytes are not packed paths") from None
 
     def keys(self, values: Sequence[str], level: int) -> np.ndarray:
         self._check_level(level)
-        uniq, inverse, split = self._distinct_paths(values)
-        return self._prefix_keys(level, uniq, split)[inverse]
+        paths, inverse = self._distinct_paths(values)
+        if level < self.depth:  # each distinct path's prefix, each distinct prefix hashed once
+            paths, of_path = _distinct(["/".join(p.split("/", level)[:level]) for p in paths])
+            inverse = of_path[inverse]
+        return self._keys[level].keys_of(paths)[inverse]
 
     def level_keys(self, values: Sequence[str]) -> list[np.ndarray]:
-        """Every level's keys at once: the distinct paths split once (the same keys and label tables
-        as :meth:`keys` level by level)."""
-        uniq, inverse, split = self._distinct_paths(values)
-        return [self._prefix_keys(level, uniq, split)[inverse] for level in range(1, self.depth + 1)]
+        """Every level's keys at once, from the leaves up: each level's distinct prefixes are the
+        distinct parents of the level below's, each hashed once (the same keys and label tables as
+        :meth:`keys` level by level)."""
+        paths, inverse = self._distinct_paths(values)
+        out: list[np.ndarray] = []
+        for level in range(self.depth, 0, -1):
+            out.append(self._keys[level].keys_of(paths)[inverse])
+            if level > 1:
+                paths, of_path = _distinct(_parents(paths))
+                inverse = of_path[inverse]
+        return out[::-1]
 
     def label(self, key: int, level: int) -> str:
         self._check_level(level, allow_root=True)
@@ -433,8 +509,8 @@ class PathHierarchy(Hierarchy):
     def labels_of(self, keys: np.ndarray, level: int) -> dict[int, str]:
         """``{key: prefix}`` for keys this object has seen (to ship labels beside hashed keys)."""
         self._check_level(level)
-        items = self._keys[level].items
-        return {int(k): items[int(k)] for k in np.unique(np.asarray(keys, dtype=np.int64))}
+        distinct = np.unique(np.asarray(keys, dtype=np.int64)).tolist()
+        return dict(zip(distinct, map(self._keys[level].items.__getitem__, distinct)))
 
     def remember(self, level: int, labels: dict[int, str]) -> None:
         """Learn ``{key: prefix}`` produced elsewhere (under the same key); each key is checked

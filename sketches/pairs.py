@@ -109,6 +109,21 @@ class PairHierarchy(Hierarchy):
     def _exact(self, node: tuple[int, int]) -> bool:
         return self._ipv4 and sum(self._lengths(node)) <= 63
 
+    def pack_values(self, values: Any) -> bytes | None:
+        """IPv4 × IPv4: the two address arrays (little-endian uint32), 8 bytes a pair where its h
+        keys take 8·h; other pairs ship their keys (``None``)."""
+        if not self._ipv4:
+            return None
+        first, second = values
+        return np.asarray(first, dtype="<u4").tobytes() + np.asarray(second, dtype="<u4").tobytes()
+
+    def unpack_values(self, data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+        if not self._ipv4 or len(data) % 8:
+            raise UsageError(f"PairHierarchy: these bytes are not packed pairs of {self.spec()}")
+        both = np.frombuffer(data, dtype="<u4")
+        half = both.size // 2
+        return both[:half].astype(np.uint32), both[half:].astype(np.uint32)
+
     # ------------------------------------------------------------------ keys
 
     def side_keys(self, values: Any, node: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:

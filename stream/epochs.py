@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dphhh.privacy.unit_cap import UnitCap, unit_sort_keys
+from dphhh.sketches.hierarchy import dicts_agree
 from dphhh.sketches.misra_gries import MisraGries
 
 __all__ = ["SketchWindow", "CapWindow", "Batch", "AddressBatch", "value_codes", "merge_labels"]
@@ -148,6 +149,11 @@ def _level_runs(
     return _runs(keys, index, weights, (keys[1:] != keys[:-1]) | (index[1:] != index[:-1]))
 
 
+#: Up to this many epochs in one update, _key_runs sorts each epoch's keys on its own (a Python
+#: step each); more (a replay of many small epochs) take one lexsort.
+_FEW_EPOCHS = 64
+
+
 def _key_runs(
     batches: list[tuple[int, np.ndarray, np.ndarray | None]],
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -156,14 +162,23 @@ def _key_runs(
     keys = np.concatenate([np.asarray(k, dtype=np.int64) for _, k, _ in batches]) if batches else np.zeros(0)
     if not keys.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    index = np.repeat(np.array([i for i, _, _ in batches], dtype=np.int64), [len(k) for _, k, _ in batches])
-    order = np.lexsort((keys, index))
-    keys, index = keys[order], index[order]
+    epochs = np.array([i for i, _, _ in batches], dtype=np.int64)
+    index = np.repeat(epochs, [len(k) for _, k, _ in batches])
     weights = None
     if any(w is not None for _, _, w in batches):
+        order = np.lexsort((keys, index))
+        keys, index = keys[order], index[order]
         weights = np.concatenate(
             [np.ones(len(k), dtype=np.int64) if w is None else np.asarray(w, dtype=np.int64) for _, k, w in batches]
         )[order]
+    elif np.all(epochs[1:] >= epochs[:-1]) and len(bounds := np.flatnonzero(index[1:] != index[:-1])) < _FEW_EPOCHS:
+        # epochs in order (as _apply gives them) and few: each one's keys sorted where they lie is
+        # the order of the lexsort by (epoch, key), a plain sort each (of views), several times faster
+        for part in np.split(keys, bounds + 1):
+            part.sort()
+    else:
+        order = np.lexsort((keys, index))
+        keys, index = keys[order], index[order]
     return _runs(keys, index, weights, (keys[1:] != keys[:-1]) | (index[1:] != index[:-1]))
 
 
@@ -186,6 +201,9 @@ def merge_labels(table: dict[int, dict[int, Any]], named: dict[int, dict[int, An
     prefixes share by a chance collision is labelled the same whatever the order: docs/ALGORITHMS.md §1)."""
     for level, found in named.items():
         known = table.setdefault(int(level), {})
+        if dicts_agree(known, found):  # no key labelled two ways: the same as the loop below
+            known.update(found)
+            continue
         for key, label in found.items():
             held = known.get(key)
             if held is None or label < held:

@@ -221,15 +221,17 @@ class DecodeOperator(ProcessFunction):
 
 
 def warm_key_kernels() -> None:
-    """Load the compiled kernels of hashed keys (SipHash of 64/128-bit values, the pair-node key
-    table, its growth included) on throwaway values: the decode step of a hashed-key hierarchy
+    """Load the compiled kernels of hashed keys (SipHash of 64/128-bit values, keyed BLAKE2b of
+    paths and IPv6 prefixes over one and several blocks, the pair-node key table, its growth
+    included) on throwaway values: the decode step of a hashed-key hierarchy
     needs them, and otherwise the first element of such a kind would pay their load
     (docs/ALGORITHMS.md §0.1 h)."""
     from dphhh.sketches._pair_table import KeyTable
-    from dphhh.sketches.keyed import siphash_words
+    from dphhh.sketches.keyed import KeySecret, siphash_words
 
     words = np.arange(8, dtype=np.uint64)
     siphash_words((1, 2), words, words)
+    KeySecret(bytes(32)).digests(1, [b"a", bytes(300)])
     table = KeyTable(4)
     keys = np.arange(40, dtype=np.int64)
     table.enter(keys, keys, keys)  # grows while it holds them
@@ -528,6 +530,10 @@ class SketchOperator(KeyedProcessFunction):
             ValueStateDescriptor(f"{STEP_IDS['sketch']}-released-through", Types.LONG())
         )
         self.windows: dict[tuple[int, int], SketchWindow] = {}  # (partition, window) → its sketches, epochs, labels
+        # payloads of packed values (wire._VALUES) are keyed here, by the window's keyed hierarchy,
+        # whose label tables then name their keys (one per open window, freed at its release)
+        self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
+        self.keyed: dict[int, Any] = {}
         self.loaded: set[int] = set()
         self.noise_for = noise_source_factory(self.cfg.seed, attempt_salt(self.cfg))
         dump = self.cfg.values["testing"]["debug_sketch_dir"]
@@ -540,6 +546,8 @@ class SketchOperator(KeyedProcessFunction):
         slower by a worker's start-up would make the first report late (docs/ALGORITHMS.md §0.1 g)."""
         from dphhh.privacy.randomness import SeededRandomSource
 
+        if self.cfg.hierarchy.hashed_keys:  # packed values are keyed here
+            warm_key_kernels()
         sw = self._new_window()
         sw.add(0, Batch(-1, [np.arange(8, dtype=np.int64)] * self.cfg.hierarchy.h, None))
         if sw.prefix_masks is not None:  # and the address batches' path (IPv4)
@@ -561,6 +569,41 @@ class SketchOperator(KeyedProcessFunction):
                 h=self.cfg.hierarchy.h,
                 rng=SeededRandomSource(np.random.default_rng(0)),
             )
+
+    def _hierarchy(self, window: int):
+        """``window``'s keyed hierarchy (the decode step's :func:`window_hierarchy`: the same keys)."""
+        found = self.keyed.get(window)
+        if found is None:
+            found = self.keyed[window] = window_hierarchy(self.cfg, self.secret, window)
+        return found
+
+    def _labels_held(self, window: int, sw: SketchWindow) -> dict[int, dict[int, Any]]:
+        """The labels of the hashed keys ``sw``'s sketches hold that its label table lacks: keys of
+        packed values, named by the window's keyed hierarchy (``{}`` for every other hierarchy)."""
+        hierarchy = self.keyed.get(window)
+        if hierarchy is None or not hierarchy.hashed_keys or sw.sketches is None:
+            return {}
+        named = {}
+        for level, sketch in enumerate(sw.sketches, start=1):
+            known = sw.labels.get(level, {})
+            missing = [k for k in sketch.counters() if k not in known]
+            found = hierarchy.labels_of(np.array(missing, dtype=np.int64), level) if missing else {}
+            if found:  # (exact pair nodes name themselves)
+                named[level] = found
+        return named
+
+    def _keep_labels(self, window: int, sw: SketchWindow) -> None:
+        """After an update: the labels of keys the sketches now hold, learnt from packed values, go
+        into the window's label table and state (a restored worker's keyed hierarchy has not seen
+        the values applied before the checkpoint), bounded as the decoded labels are."""
+        named = self._labels_held(window, sw)
+        if named:
+            merge_labels(sw.labels, named)
+            sw.label_seqs.append(self.entries.add(_entry(_LABELS, window, -1, pickle.dumps(named, protocol=5))))
+        if sw.labels_to_prune():  # labels bounded by what the sketches hold, not by the window
+            sw.prune_labels()
+            self.entries.remove(sw.label_seqs)
+            sw.label_seqs = [self.entries.add(_entry(_LABELS, window, -1, pickle.dumps(sw.labels, protocol=5)))]
 
     def _new_window(self) -> SketchWindow:
         return SketchWindow(self.cfg.hierarchy.h, self.cfg.params.counters, prefix_masks(self.cfg.hierarchy))
@@ -588,7 +631,7 @@ class SketchOperator(KeyedProcessFunction):
                 sw.label_seqs.append(seq)
             else:
                 if not sw.add(
-                    epoch, unpack_sketch_batch(seq, body, self.cfg.hierarchy)
+                    epoch, unpack_sketch_batch(seq, body, self._hierarchy(window))
                 ):  # applied entries leave with their epoch
                     raise UsageError(f"SketchOperator: Possible corruption: entry {seq} of an applied epoch {epoch}")
 
@@ -630,11 +673,12 @@ class SketchOperator(KeyedProcessFunction):
             # its own — decided by the clock alone (applied_through only after a restore, before the
             # clock is read again)
             self.warm.ready()
-            sw.apply_now(unpack_sketch_batch(-1, payload, self.cfg.hierarchy))
+            sw.apply_now(unpack_sketch_batch(-1, payload, self._hierarchy(window)))
             self._save(window, sw)
+            self._keep_labels(window, sw)
         else:
             seq = self.entries.add(_entry(_PENDING, window, epoch, payload))
-            sw.add(epoch, unpack_sketch_batch(seq, payload, self.cfg.hierarchy))
+            sw.add(epoch, unpack_sketch_batch(seq, payload, self._hierarchy(window)))
             ctx.timer_service().register_event_time_timer(epoch + self.schedule.epoch_ms)
 
     def _apply_due(self, partition: int, watermark: int) -> None:
@@ -646,10 +690,7 @@ class SketchOperator(KeyedProcessFunction):
                 self.warm.ready()
                 self.entries.remove(sw.apply(due))
                 self._save(w, sw)
-                if sw.labels_to_prune():  # labels bounded by what the sketches hold, not by the window
-                    sw.prune_labels()
-                    self.entries.remove(sw.label_seqs)
-                    sw.label_seqs = [self.entries.add(_entry(_LABELS, w, -1, pickle.dumps(sw.labels, protocol=5)))]
+                self._keep_labels(w, sw)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         """An epoch's timer (its end) or a window's release timer (the same time may be both)."""
@@ -681,6 +722,9 @@ class SketchOperator(KeyedProcessFunction):
         sw = self.windows.pop((partition, window), None) or self._new_window()
         done = sw.apply_all()  # every epoch still held, in order
         sketches = sw.final()  # (empty sketches for an empty window)
+        merge_labels(sw.labels, self._labels_held(window, sw))
+        if not any(w == window for _, w in self.windows):
+            self.keyed.pop(window, None)
         self.entries.remove(done + sw.label_seqs)
         self.state.remove(window)
         self._arm(ctx, window + self.schedule.size_ms)  # the next window is released even if it stays empty

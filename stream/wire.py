@@ -99,7 +99,12 @@ def _route_by_partition(
 #                 addresses (4 bytes, not 8 per level) lets the sketch side rebuild every level's keys.
 #   _IPV4_W, _IPV4_MASKED_W: the same followed by each address's record weight (int64, already
 #                 clipped to the public cap) — weighted flow records (docs/ALGORITHMS.md §2 "Weighted elements").
-_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W, _KEYS_W = 0, 1, 2, 3, 4, 5
+#   _VALUES:      P = 1, a hierarchy that packs its values (Hierarchy.pack_values: paths, IPv4 × IPv4
+#                 pairs): the packed values' length (int64), the bytes (padded to 8); the sketch step
+#                 keys them with the window's key (a few bytes an element where h keys take 8·h,
+#                 and no labels: the sketch step's keyed hierarchy names its keys).
+#   _VALUES_W:    the same followed by each value's record weight (int64, clipped).
+_KEYS, _IPV4, _IPV4_MASKED, _IPV4_W, _IPV4_MASKED_W, _KEYS_W, _VALUES, _VALUES_W = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def _header(kind: int, n: int) -> bytes:
@@ -168,6 +173,10 @@ def sketch_payloads(
     count = len(values[0]) if isinstance(values, tuple) else len(values)
     if w is not None and w.shape != (count,):
         raise UsageError(f"sketch_payloads: {w.size} weights for {count} values (one weight per value)")
+    packed = hierarchy.pack_values(values) if cfg.params.partitions == 1 else None
+    if packed is not None:  # the values travel; the sketch step keys them
+        yield 0, _pack_values(packed, count, w), b""
+        return
     for p, (levels, level_weights) in _route_by_partition(values, cfg, w, hierarchy).items():
         labels = b""
         if hierarchy.hashed_keys:  # hashed keys travel with their labels
@@ -175,6 +184,30 @@ def sketch_payloads(
             named = {lv: known for lv, known in named.items() if known}  # exact pair nodes need none
             labels = pickle.dumps(named, protocol=5) if named else b""
         yield p, pack_levels(levels, level_weights), labels
+
+
+def _pack_values(packed: bytes, n: int, weights: np.ndarray | None) -> bytes:
+    """A ``_VALUES`` (``_VALUES_W`` with ``weights``) payload of ``n`` packed values (layout above)."""
+    head = _header(_VALUES if weights is None else _VALUES_W, n) + np.array([len(packed)], np.int64).tobytes()
+    body = packed + bytes(-len(packed) % 8)
+    return head + body + (b"" if weights is None else weights.tobytes())
+
+
+def _unpack_values(payload: bytes, hierarchy: Hierarchy) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Every level's keys (and weights) of a ``_VALUES``/``_VALUES_W`` payload, keyed by ``hierarchy``
+    (the window's keyed one: its label tables learn the keys' prefixes)."""
+    kind, n, size = np.frombuffer(payload, dtype=np.int64, count=3).tolist()
+    weighted = kind == _VALUES_W
+    end = 24 + size + (-size % 8)
+    if n < 0 or size < 0 or len(payload) != end + (8 * n if weighted else 0):
+        raise UsageError(f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold its values")
+    values = hierarchy.unpack_values(memoryview(payload)[24 : 24 + size])
+    if hierarchy.count(values) != n:
+        raise UsageError(f"SketchOperator: Possible corruption: a payload of kind {kind} does not hold {n} values")
+    keys = list(hierarchy.level_keys(values))
+    if not weighted:
+        return keys, None
+    return keys, [np.frombuffer(payload, dtype=np.int64, count=n, offset=end)] * hierarchy.h
 
 
 def unit_shards(units: np.ndarray, shards: int) -> np.ndarray:
@@ -243,6 +276,8 @@ def unpack_weighted_levels(payload: bytes, hierarchy: Hierarchy) -> tuple[list[n
             return keys, None
         w = np.frombuffer(payload, dtype=np.int64, count=n, offset=16 + 8 * n)
         return keys, [w[m] for m in mine]
+    if kind in (_VALUES, _VALUES_W):
+        return _unpack_values(payload, hierarchy)
     if kind not in (_KEYS, _KEYS_W):
         raise UsageError(f"SketchOperator: Possible corruption: unknown payload kind {kind}")
     flat = np.frombuffer(payload, dtype=np.int64, offset=16)

@@ -7,10 +7,12 @@ hierarchy's depth (``path_depth``): ``bad_path_depth`` otherwise; ``bad_path_emp
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..skips import SkipCounter
-from ..text import MAX_PATH_LENGTH, normalise_path, parse_paths
+from ..text import MAX_PATH_LENGTH, is_normal_path, normal_path_lines, normalise_path, parse_paths
 from .base import Decoded, DecodedBatch, DecoderOptions, TextMessageFormat
 
 __all__ = ["PathMessages"]
@@ -36,6 +38,7 @@ class PathMessages(TextMessageFormat):
     def __init__(self, options: DecoderOptions) -> None:
         super().__init__(options)
         self.path_depth = options.path_depth
+        self._lines: re.Pattern[str] | None = None
 
     def decode(self, value: bytes | None) -> Decoded:
         reason, text = self.message_text(value)
@@ -52,13 +55,24 @@ class PathMessages(TextMessageFormat):
     def decode_many(self, values: list[bytes | None]) -> DecodedBatch:
         """One loop over the batch, each path normalised and checked as
         :func:`~dphhh.connectors.text.parse_paths` does for :meth:`decode` (the reference), without an
-        outcome object or a skip counter per message."""
+        outcome object or a skip counter per message — or none (:meth:`_all_normal`) when every
+        message already is a normal path of the right depth."""
+        whole = self._all_normal(values)
+        if whole is not None:
+            return DecodedBatch([None] * len(whole), np.ones(len(whole), dtype=np.int64), whole)
         reasons: list[str | None] = []
         paths: list[str] = []
         depth = self.path_depth
         for value in values:
             reason, text = self.message_text(value)
-            if reason is None:
+            if (
+                reason is None
+                and len(text) <= MAX_PATH_LENGTH
+                and text.count("/") + 1 == depth
+                and is_normal_path(text)
+            ):
+                paths.append(text)  # normalise_path would return it unchanged and its depth is right
+            elif reason is None:
                 reason, path = normalise_path(text, depth, MAX_PATH_LENGTH)
                 if reason is None:
                     if path.count("/") + 1 != depth:
@@ -68,6 +82,26 @@ class PathMessages(TextMessageFormat):
             reasons.append(reason)
         counts = np.fromiter((r is None for r in reasons), dtype=np.int64, count=len(reasons))
         return DecodedBatch(reasons, counts, paths)
+
+    def _all_normal(self, values: list[bytes | None]) -> list[str] | None:
+        """The batch's paths when every message is a path :func:`normalise_path` returns unchanged,
+        of ``path_depth`` components, within the size limits (what the loop of :meth:`decode_many`
+        would find, in a few calls over the joined batch); ``None`` otherwise (the loop decides)."""
+        if not values or None in values:
+            return None
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))  # type: ignore[arg-type]
+        if lengths.min() < 1 or lengths.max() > min(MAX_PATH_LENGTH, self.max_message_bytes):
+            return None  # bytes bound characters: within both limits (empty and oversized go to the loop)
+        joined = b"\n".join(values)  # type: ignore[arg-type]
+        if joined.count(b"\n") != len(values) - 1:
+            return None  # a message holds a line break
+        try:  # valid as a whole iff each message is (a line break never splits a character)
+            text = joined.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if self._lines is None:
+            self._lines = normal_path_lines(self.path_depth)
+        return text.split("\n") if self._lines.fullmatch(text) else None
 
     def unreadable_may_hold(self, value: bytes) -> bool:
         return b"/" in value

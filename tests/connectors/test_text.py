@@ -12,7 +12,7 @@ import pytest
 from dphhh.connectors import text
 from dphhh.connectors.files import open_input
 from dphhh.connectors.skips import SkipCounter
-from dphhh.connectors.text import iter_text_lines, parse_ipv4, parse_ipv6, parse_paths
+from dphhh.connectors.text import is_normal_path, iter_text_lines, normalise_path, parse_ipv4, parse_ipv6, parse_paths
 
 # --------------------------------------------------------------------------------------------
 # SkipCounter
@@ -389,3 +389,17 @@ def test_text_input_file_ipv4(tmp_path: Path) -> None:
     assert skips.as_dict() == {"bad_ipv4": 2, "invalid_utf8": 1}
     lines = [x for c in inp.iter_lines(SkipCounter()) for x in c]
     assert lines == ["1.2.3.4", "01.2.3.4", "5.6.7.8", "300.1.1.1"]
+
+
+def test_is_normal_path_is_exactly_normalise_path_returning_the_text_itself() -> None:
+    """The fast test the path format uses before normalising (``is_normal_path``) holds exactly
+    when :func:`normalise_path` returns the text unchanged (its length and depth checks aside):
+    20,000 random strings over '/', letters, inner spaces and the whitespace str.strip() removes
+    (tab, newline, no-break space, em space, the 0x1c-0x1f separators), and the edge cases."""
+    rng = random.Random(11)
+    alphabet = ["/", "a", "b", "é", " ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\x1f", "\u200b", "x y"]
+    samples = ["", "/", "a", "a/", "/a", "a//b", "a/ /b", " a", "a ", "a b/c d", "\u00a0a", "a\u2003/b"]
+    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 9))) for _ in range(20_000)]
+    agree = [is_normal_path(s) == (normalise_path(s, 10**6, 10**6) == (None, s)) for s in samples]
+    assert all(agree), [s for s, ok in zip(samples, agree) if not ok][:5]
+    assert 500 < sum(map(is_normal_path, samples)) < 19_000  # both answers are well represented

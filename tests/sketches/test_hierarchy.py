@@ -7,6 +7,7 @@ import ipaddress
 import numpy as np
 import pytest
 
+from dphhh.sketches.errors import UsageError
 from dphhh.sketches.hierarchy import IPv4Hierarchy, IPv6Hierarchy, PathHierarchy, splitmix64
 from dphhh.sketches.specs import parse_hierarchy
 
@@ -430,17 +431,20 @@ def test_a_hierarchy_concatenates_its_own_batches_and_has_an_empty_batch(spec: s
 
 
 @pytest.mark.parametrize("spec", ["path:4", "path:1", "ipv4:8,16,24,32", "ipv6:32,64", "ipv4:8,16 x path:2"])
-def test_level_keys_are_the_keys_of_every_level_with_the_same_labels(spec: str) -> None:
-    """``level_keys`` (every level at once; paths: split once, each distinct prefix hashed once)
-    gives each level's ``keys`` and leaves the same label tables, on a batch with repeats."""
+@pytest.mark.parametrize("words", [["de", "fr", "a b", "ü", "x"], ["de", "fr", "a b", "x"], ["de", "a\nb", "x"]])
+def test_level_keys_are_the_keys_of_every_level_with_the_same_labels(spec: str, words: list[str]) -> None:
+    """``level_keys`` (every level at once; paths: each level's distinct prefixes from the level
+    below's, each hashed once) gives each level's ``keys`` and leaves the same label tables, on a
+    batch with repeats: paths with a non-ASCII component (hashed one by one), ASCII only (hashed
+    joined), with a line feed inside a component (parents cut one by one)."""
     from dphhh.sketches.keyed import KeySecret
 
     rng = np.random.default_rng(11)
     n = 400
-    words = np.array(["de", "fr", "a b", "ü", "x"], dtype=object)
+    pool = np.array(words, dtype=object)
 
     def paths(depth: int) -> list[str]:
-        return ["/".join(rng.choice(words, depth)) for _ in range(n)]
+        return ["/".join(rng.choice(pool, depth)) for _ in range(n)]
 
     def values_of(h):
         if h.kind == "path":
@@ -462,3 +466,25 @@ def test_level_keys_are_the_keys_of_every_level_with_the_same_labels(spec: str) 
         labelled = np.unique(expected)[:20]
         assert [together.label(int(k), level) for k in labelled] == [alone.label(int(k), level) for k in labelled]
     assert together.collisions == alone.collisions
+
+
+def test_paths_and_ipv4_pairs_pack_their_values_and_refuse_bytes_they_did_not_make() -> None:
+    """``pack_values``/``unpack_values`` (the stream ships these bytes instead of h keys) give the
+    values back — any UTF-8 path, none at all — and refuse cut, padded or foreign bytes; other
+    kinds ship keys (``None``)."""
+    paths = PathHierarchy(2)
+    for values in (["de/by", "é/中", "a b/\n", "x/y"], []):
+        assert paths.unpack_values(paths.pack_values(values)) == values
+    packed = paths.pack_values(["de/by", "é/中"])
+    for bad in (packed[:-1], packed + b"x", packed[:6], packed[:12] + b"\xff" * (len(packed) - 12)):
+        with pytest.raises(UsageError, match="not packed paths"):
+            paths.unpack_values(bad)
+    pairs = parse_hierarchy("ipv4:8,32 x ipv4:8,32")
+    a = np.array([1, 2**32 - 1, 7], dtype=np.uint32)
+    b = np.array([9, 0, 2**31], dtype=np.uint32)
+    back = pairs.unpack_values(pairs.pack_values((a, b)))
+    assert [x.tolist() for x in back] == [a.tolist(), b.tolist()]
+    with pytest.raises(UsageError, match="not packed pairs"):
+        pairs.unpack_values(pairs.pack_values((a, b))[:-4])
+    assert parse_hierarchy("ipv4:8,16").pack_values(a) is None
+    assert parse_hierarchy("path:2 x ipv4:8").pack_values((["a/b"], a[:1])) is None

@@ -57,6 +57,52 @@ def test_digest_is_keyed_blake2b_of_the_data_and_the_level_whatever_came_before(
         assert secret.digest(level, data, bits=20) == expected & ((1 << 20) - 1)
 
 
+def test_compiled_digests_are_the_hashlib_digests_at_every_length_around_the_blocks() -> None:
+    """``digests`` (one compiled BLAKE2b call for a batch) gives :meth:`KeySecret.digest`'s keys for
+    every message length from 0 to 300 bytes (so 0, 1 and 2 blocks after the 5-byte level suffix,
+    each boundary met exactly) and two long ones, at two levels and two key widths."""
+    secret = KeySecret(os.urandom(32))
+    rng = np.random.default_rng(8)
+    messages = [rng.bytes(n) for n in [*range(301), 1000, 5000]]
+    for level in (1, 7):
+        for bits in (None, 20):
+            got = secret.digests(level, messages, bits=bits)
+            assert got.dtype == np.int64
+            assert got.tolist() == [secret.digest(level, m, bits=bits) for m in messages]
+    assert secret.digests(1, []).shape == (0,)
+    texts = ["", "de", "de/by/muc", "é/ü", "x" * 200, "a\x00b", "中文/路"]
+    for level in (1, 5):  # texts: ASCII joined and encoded at once, the others one by one
+        assert secret.text_digests(level, texts).tolist() == [secret.digest(level, t.encode()) for t in texts]
+        ascii_only = [t for t in texts if t.isascii()]
+        want = [secret.digest(level, t.encode()) for t in ascii_only]
+        assert secret.text_digests(level, ascii_only).tolist() == want
+
+
+@pytest.mark.parametrize("bits", [6, 63])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batched_prefix_keys_learn_the_label_table_as_one_at_a_time_at_any_split(
+    monkeypatch: pytest.MonkeyPatch, bits: int, seed: int
+) -> None:
+    """The batch path (``keys_of``: one compiled call, the label table updated at once where no key
+    is shared) and the one-at-a-time path (``key_of``) give the same keys, the same key → smallest
+    prefix table and the same merge count, over batches cut at random points: at 6-bit keys (many
+    collisions inside a batch and against earlier batches: the item-by-item branch) and at 63 bits
+    (none: the update-at-once branch)."""
+    monkeypatch.setattr(keyed, "KEY_BITS", bits)
+    rng = np.random.default_rng(seed)
+    secret = KeySecret.from_seed(seed).window(0)
+    prefixes = [f"c{i}/r{rng.integers(0, 50)}" for i in rng.integers(0, 150, 400)]
+    one, batched = PathHierarchy(2).keyed(secret), PathHierarchy(2).keyed(secret)
+    cuts = np.sort(rng.choice(np.arange(1, len(prefixes)), size=5, replace=False))
+    for part in np.split(np.array(prefixes, dtype=object), cuts):
+        distinct = list(dict.fromkeys(part.tolist()))
+        singles = [one._keys[2].key_of(p, p.encode()) for p in distinct]
+        assert batched._keys[2].keys_of(distinct, str.encode).tolist() == singles
+    assert batched._keys[2].items == one._keys[2].items
+    assert batched._keys[2].merges == one._keys[2].merges
+    assert (one._keys[2].merges > 0) == (bits == 6)
+
+
 def test_keys_are_per_window_and_per_level_and_the_key_never_shows() -> None:
     secret = KeySecret.from_seed(1)
     w0, w1 = secret.window(0), secret.window(10_000)

@@ -14,6 +14,7 @@ import pytest
 from dphhh.sketches.canonical import apply_canonical
 from dphhh.sketches.hierarchy import IPv4Hierarchy
 from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream import epochs
 from dphhh.stream.epochs import AddressBatch, Batch, SketchWindow
 
 HIERARCHY = IPv4Hierarchy((8, 16, 24, 32))
@@ -62,7 +63,13 @@ def _epoch_by_epoch(batches: list[tuple[int, AddressBatch]]) -> list[MisraGries]
 
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_address_batches_give_the_per_level_path_s_sketches(masked: bool, weighted: bool) -> None:
+@pytest.mark.parametrize("few_epochs", [64, 1])
+def test_address_batches_give_the_per_level_path_s_sketches(
+    masked: bool, weighted: bool, few_epochs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways the key batches' runs are sorted (each epoch on its own while they are few, one
+    lexsort past ``_FEW_EPOCHS``) agree with the address path and with epoch-by-epoch updates."""
+    monkeypatch.setattr(epochs, "_FEW_EPOCHS", few_epochs)
     for seed in range(6):
         rng = np.random.default_rng(seed)
         batches = _batches(rng, masked, weighted)

@@ -270,3 +270,24 @@ def test_a_batch_of_interleaved_epochs_splits_into_groups_in_batch_order() -> No
     out = decode_batch(pack_batch(stamps, messages), MessageDecoder("packed-ipv4"), schedule)
     assert [((s, e), v.tolist()) for s, e, v, _, _ in out.windows] == sorted(expected.items())
     assert len(out.dead) == sum(1 for m in messages if m == b"\x00\x01")
+
+
+def test_a_batch_of_normal_paths_decodes_at_once_as_one_at_a_time() -> None:
+    """The path format's whole-batch route (every message already a normal path of the right depth:
+    one pattern match over the joined batch) gives what ``decode`` gives message by message; a batch
+    with one message that is not (a line feed inside, an empty message, a wrong depth, bad UTF-8,
+    spaces to strip, an oversized one) takes the loop and still agrees."""
+    decoder = MessageDecoder("path", max_message_bytes=64, path_depth=3)
+    rng = random.Random(5)
+    parts = ["de", "by", "é", "a b", "x\u00a0y", "0", "\u4e2d"]
+    good = ["/".join(rng.choice(parts) for _ in range(3)).encode() for _ in range(2000)]
+    for odd in (None, b"de/by/a\nb", b"", b"de/by", b"de/\xff/x", b" de/by/x", b"de/by/" + b"x" * 70, b"de/by/x"):
+        batch = list(good) if odd is None else [*good[:700], odd, *good[700:]]
+        many = decoder.decode_many(batch)
+        one = [decoder.decode(m) for m in batch]
+        assert many.reasons == [d.reason for d in one]
+        assert many.counts.tolist() == [len(d.values) if d.ok else 0 for d in one]
+        assert list(many.values) == [v for d in one if d.ok for v in d.values]
+    assert decoder.messages._all_normal(good) is not None  # the whole-batch route was taken above
+    for odd in (None, b"de/by/a\nb", b"", b"de/by", b"de/\xff/x", b" de/by/x", b"de/by/" + b"x" * 70):
+        assert decoder.messages._all_normal([*good, odd]) is None  # and these take the loop

@@ -265,8 +265,9 @@ def test_a_replay_with_a_clock_applies_complete_epochs_while_reading_and_release
     entries leave the state, the applied sketches are saved), nothing is released before the end of
     input — not even a window whose release time the clock has passed — and the reports and
     sketches are byte for byte those of the same log replayed without a clock (epochs applied at the
-    end), at event level, behind the unit cap, and for paths (hashed keys, whose label tables are
-    pruned to what the sketches hold as epochs are applied: the reports' labels are the same)."""
+    end), at event level, behind the unit cap, and for paths (hashed keys, shipped as packed paths
+    and keyed by the sketch step, whose label table in state holds what the sketches hold as epochs
+    are applied: the reports' labels are the same)."""
     user_level = kind == "user"
     more = {
         "ipv4": [],
@@ -315,8 +316,10 @@ def test_a_replay_with_a_clock_applies_complete_epochs_while_reading_and_release
         assert len(runs[clock][0]) == 3
         assert sketch.state_keys("sketch-windows") == [] and sketch.state_keys("sketch-entries") == []
         chain.close()
-    if kind == "path":  # bounded by 2·κ·h and one epoch's labels (150 paths), not by the window's
-        assert labels[True] <= 2 * 16 * 3 + 150 * 3 and labels[True] < labels[False], labels
+    if kind == "path":  # the labels in state: those of the keys the applied sketches hold (learnt
+        # from the window's keyed hierarchy as epochs are applied), bounded by 2·κ·h and one epoch's
+        # (150 paths), not by the window's; unapplied (no clock) none yet: the payloads name none
+        assert 0 < labels[True] <= 2 * 16 * 3 + 150 * 3 and labels[False] == 0, labels
     (reports, dumps), (clock_reports, clock_dumps) = runs[False], runs[True]
     assert clock_reports == reports
     assert {k: v.to_bytes() for k, v in clock_dumps.items()} == {k: v.to_bytes() for k, v in dumps.items()}
@@ -1104,3 +1107,73 @@ def test_the_cap_operator_forwards_the_weights_of_the_records_it_keeps(tmp_path:
     expected = [(p, ORIGIN, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, weights[keep])]
     assert out == expected
     assert out != [(p, ORIGIN, ORIGIN, b, lab) for p, b, lab in sketch_payloads(values[keep], cfg, None)]
+
+
+@pytest.mark.parametrize("kind", ["path", "pair"])
+def test_packed_values_keyed_by_the_sketch_step_survive_a_restore_with_their_labels(tmp_path: Path, kind: str) -> None:
+    """Paths and IPv4 pairs travel to the sketch step as packed values (no keys, no labels: the
+    decode step ships a few bytes an element), and the sketch step keys them with the window's key.
+    A sketch operator restored mid-window — a fresh operator whose keyed hierarchies have seen none
+    of the values applied before the checkpoint — releases byte for byte what the uninterrupted one
+    does, labels included: the labels of the keys the applied sketches hold were kept in state."""
+    more = {
+        "path": ["input.format=path", "hierarchy.spec=path:3"],
+        "pair": ["input.format=packed-ipv4-pairs", "hierarchy.spec=ipv4:16,32 x ipv4:16,32"],
+    }[kind]
+    rng = np.random.default_rng(9)
+    log = []  # (record timestamp, message): 2 windows of 4 epochs with data, in time order
+    for window in range(2):
+        for epoch in (0, 1, 3, 7):
+            values = _heavy_window(rng)[:300]
+            t = ORIGIN + window * W + epoch * 100 + int(rng.integers(0, 100))
+            if kind == "path":
+                messages = [
+                    f"c{v % 3}/r{v % 5 if v % 4 else v % 997}/s{v % 7 if v % 3 else v}".encode()
+                    for v in values.tolist()
+                ]
+            else:
+                sources = np.where(np.arange(values.size) % 2 == 0, np.uint32(HEAVY_24 + 1), values[::-1])
+                values = np.where(np.arange(values.size) % 2 == 0, np.uint32(HEAVY_24 + 2), values)  # a heavy host pair
+                pairs = np.stack([sources, values], axis=1).astype(">u4")
+                messages = [pairs[i : i + 10].tobytes() for i in range(0, len(pairs), 10)]
+            if window == 0 and epoch == 0:  # heavy in window 0, never seen after the checkpoint:
+                messages += [b"z/z/z" if kind == "path" else _pairs(np.array([7]), np.array([9]))[0]] * 600
+            log += [(t, m) for m in messages]  # its label can only come from the state
+    # a checkpoint inside window 0, at its epoch 3: epochs 0 and 1 were applied, epoch 3 is buffered
+    cut = next(i for i, (t, _) in enumerate(log) if t >= ORIGIN + 300) // 5 * 5 + 5
+
+    def run(restore: bool, folder: Path) -> list[bytes]:
+        cfg = _cfg(folder, *more, "privacy.counters=16", windows=2)
+        chain = Chain(_decode(cfg), _sketch(cfg)).open()
+        shipped = [r for r in sketch_payloads_of(cfg, log[:5]) if len(r[3]) >= 16]  # (not the ticks)
+        assert {int(np.frombuffer(r[3], np.int64, 1)[0]) for r in shipped} == {6}  # packed values (wire._VALUES)
+        assert not any(r[4] for r in shipped)  # and no labels
+        for i in range(0, len(log), 5):
+            if restore and i == cut:
+                sketch = chain.stages[1]
+                assert sketch.state_keys("sketch-windows"), "no epoch was applied before the checkpoint"
+                snapshot = sketch.snapshot()
+                chain.close()
+                chain = Chain(_decode(cfg), _sketch(cfg, restore=snapshot)).open()
+            part = log[i : i + 5]
+            chain.send(pack_batch([t for t, _ in part], [m for _, m in part]))
+            chain.advance_watermark(part[-1][0])  # the broker's clock after these messages
+        chain.end_of_input()
+        out = [o for o in chain.outputs if o[0] >= 0]  # the releases (not the ticks)
+        chain.close()
+        return out
+
+    whole, restored = run(False, tmp_path / "whole"), run(True, tmp_path / "restored")
+    assert len(whole) == 2 * (3 if kind == "path" else 8), len(whole)  # every level of both windows
+    assert restored == whole
+    named = [pickle.loads(r).labels or {} for _, r in whole]
+    shown = {label for labels in named for label in labels.values()}
+    assert ("z/z/z" if kind == "path" else (7, 9)) in shown, shown  # (pairs: the /32 x /32 node's)
+
+
+def sketch_payloads_of(cfg, log: list[tuple[int, bytes]]) -> list[tuple]:
+    """The decode step's records of ``log`` (one batch)."""
+    decode = _decode(cfg).open()
+    out = decode.process(pack_batch([t for t, _ in log], [m for _, m in log]))
+    decode.close()
+    return out

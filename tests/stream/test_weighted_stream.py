@@ -123,7 +123,8 @@ def _pair_records(seed: int, n: int = 3000) -> tuple[tuple[np.ndarray, np.ndarra
 
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_weighted_pair_payloads_carry_each_levels_weights_with_its_keys(partitions: int) -> None:
-    """Weighted pairs travel in the generic weighted payload: per (node, partition) the keys and the
+    """Weighted pairs travel with their weights — as packed pairs keyed by the sketch step (P = 1)
+    or in the generic weighted payload (P > 1) — giving per (node, partition) the keys and the
     weights that the router gives them (sketches.partition.route, which LevelSketches uses), in
     order, so that sketching the payloads leaves exactly LevelSketches.update(pairs, weights)."""
     cfg = _pair_cfg(partitions)
@@ -135,7 +136,7 @@ def test_weighted_pair_payloads_carry_each_levels_weights_with_its_keys(partitio
     streamed = {(level, p): MisraGries(64) for level in range(1, h + 1) for p in range(partitions)}
     seen = set()
     for p, payload, labels in sketch_payloads(pairs, cfg, weights):
-        assert labels  # the (/32, /32) node's keys travel with their labels, weighted or not
+        assert bool(labels) == (partitions > 1)  # the (/32, /32) node's keys travel with their labels
         keys, w = unpack_weighted_levels(payload, cfg.hierarchy)
         assert w is not None and len(keys) == len(w) == h
         for level in range(1, h + 1):
@@ -165,7 +166,7 @@ def test_a_corrupted_weighted_generic_payload_is_refused() -> None:
     cfg = _pair_cfg(1)
     pairs, weights = _pair_records(7, 50)
     ((_, payload, _),) = list(sketch_payloads(pairs, cfg, weights))
-    for kind in (6, 99, -1):
+    for kind in (8, 99, -1):
         bad = np.array([kind], dtype=np.int64).tobytes() + payload[8:]
         with pytest.raises(ValueError, match="Possible corruption: unknown payload kind"):
             unpack_weighted_levels(bad, cfg.hierarchy)
