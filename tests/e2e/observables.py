@@ -219,6 +219,12 @@ TIMING_LINES: dict[str, str] = {
     "Received confirmation of leadership for leader": "as above",
     "Registering job manager": "the job manager's registration at the resource manager, retried under load",
     "Registered job manager": "as above",
+    "Registering TaskManager with ResourceID": (
+        "the task executor's registration at the resource manager, retried when no answer comes within "
+        "cluster.registration.initial-timeout (100 ms) under load; the second replaces the first (seen "
+        "once in a fresh-clone suite's parallel lane, in the X + e run only)"
+    ),
+    "Unregistering task executor": "as above: the replaced registration leaving the slot manager",
     "Failed to trigger checkpoint for job": "a periodic checkpoint due before every task is running (start-up)",
     "has been notified as aborted": "as above",
     "Checkpoint Coordinator is suspending": "a periodic checkpoint the stop-with-savepoint overtakes",
