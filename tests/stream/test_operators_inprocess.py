@@ -166,6 +166,11 @@ def _heavy_window(rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(np.concatenate([heavy, others])).astype(np.uint32)
 
 
+def _heavy_paths(values: np.ndarray) -> list[bytes]:
+    """One 3-level path per value: a few heavy paths among many distinct ones."""
+    return [f"c{v % 3}/r{v % 5 if v % 4 else v % 997}/s{v % 7 if v % 3 else v}".encode() for v in values.tolist()]
+
+
 def _assert_metrics_catalogued(*harnesses: ProcessHarness) -> None:
     """Every counter an operator created is in the exported catalogue (stream.metrics_catalog)."""
     for h in harnesses:
@@ -284,10 +289,7 @@ def test_a_replay_with_a_clock_applies_complete_epochs_while_reading_and_release
                 units = rng.integers(1, 40, values.size).astype(np.uint32)
                 messages = _pairs(units, values)
             elif kind == "path":  # a few heavy paths among many distinct ones
-                messages = [
-                    f"c{v % 3}/r{v % 5 if v % 4 else v % 997}/s{v % 7 if v % 3 else v}".encode()
-                    for v in values[:150].tolist()
-                ]
+                messages = _heavy_paths(values[:150])
             else:
                 messages = _packed(values, per_message=200)
             log += [(t, m) for m in messages]
@@ -1127,10 +1129,7 @@ def test_packed_values_keyed_by_the_sketch_step_survive_a_restore_with_their_lab
             values = _heavy_window(rng)[:300]
             t = ORIGIN + window * W + epoch * 100 + int(rng.integers(0, 100))
             if kind == "path":
-                messages = [
-                    f"c{v % 3}/r{v % 5 if v % 4 else v % 997}/s{v % 7 if v % 3 else v}".encode()
-                    for v in values.tolist()
-                ]
+                messages = _heavy_paths(values)
             else:
                 sources = np.where(np.arange(values.size) % 2 == 0, np.uint32(HEAVY_24 + 1), values[::-1])
                 values = np.where(np.arange(values.size) % 2 == 0, np.uint32(HEAVY_24 + 2), values)  # a heavy host pair
