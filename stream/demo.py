@@ -62,13 +62,13 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
     printer = None
     try:
         capture = bundled_capture(DEMO_CAPTURE)
-        producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
+        producer = PackedProducer(cfg.kafka_client_options(), cfg.kafka.input_topic)
         for ts, value in sample_stream(window, base, capture):
             producer.send_value(value, ts)
         producer.close()
         _say(
             f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
-            f"({producer.messages} messages, incl. 3 malformed) to {cfg['kafka.input_topic']}"
+            f"({producer.messages} messages, incl. 3 malformed) to {cfg.kafka.input_topic}"
         )
         _say(
             "dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
@@ -85,7 +85,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         # the job has committed every report: wait until the printer has shown them all (its
         # reader may still be fetching the last transaction), not a fixed pause
         committed = sum(
-            1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.reports_topic"], idle_timeout_s=2)
+            1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg.kafka.reports_topic, idle_timeout_s=2)
         )
         deadline = time.monotonic() + 60
         while printer.count < committed and time.monotonic() < deadline:
@@ -93,8 +93,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         printer.stop()
         published, printer = printer.count, None
         dead = sum(
-            1
-            for _ in iter_committed_values(cfg.kafka_client_options(), cfg["kafka.dead_letter_topic"], idle_timeout_s=2)
+            1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg.kafka.dead_letter_topic, idle_timeout_s=2)
         )
         _say(
             f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "

@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     os.umask(0o077)  # job state holds raw data (docs/explanation/guarantees.md "Who may read what")
     cfg = load_config(args.config, overrides=args.set)
-    if cfg["flink.remote"]:
+    if cfg.flink.remote:
         raise SystemExit(
             "dphhh.stream.flink_entry: flink.remote is for `dphhh run`; `flink run -m` chooses the cluster"
         )

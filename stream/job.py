@@ -234,15 +234,15 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
     """The Flink configuration (Flink 2.2 keys) of the job; ``resume_from``: a checkpoint to restore."""
     from pyflink.common import Configuration
 
-    f = cfg.values["flink"]
+    f = cfg.flink
     conf = Configuration()
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.execution-mode", "process")
     conf.set_string("pipeline.jars", ";".join("file://" + str(j) for j in job_jars()))
     conf.set_string("pipeline.name", "dphhh")
-    conf.set_string("parallelism.default", str(f["parallelism"]))
+    conf.set_string("parallelism.default", str(f.parallelism))
     conf.set_string("execution.runtime-mode", "STREAMING")
-    conf.set_string("execution.checkpointing.interval", f"{f['checkpoint_interval_ms']} ms")
+    conf.set_string("execution.checkpointing.interval", f"{f.checkpoint_interval_ms} ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set_string("execution.checkpointing.dir", "file://" + str(cfg.checkpoint_path()))
     # the newest checkpoint outlives a cancel (Ctrl-C) or a failure, so that the next run resumes from it
@@ -260,17 +260,17 @@ def flink_configuration(cfg: JobConfig, run_dir: Path, resume_from: Path | None 
     conf.set_string("restart-strategy.exponential-delay.backoff-multiplier", "2.0")
     conf.set_string("restart-strategy.exponential-delay.reset-backoff-threshold", "10 min")
     conf.set_string("restart-strategy.exponential-delay.jitter-factor", "0.1")
-    conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(f["restart_attempts"]))
+    conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(f.restart_attempts))
     conf.set_string(
         "metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
     )
-    conf.set_string("metrics.reporter.prom.port", f["prometheus_port"])
+    conf.set_string("metrics.reporter.prom.port", f.prometheus_port)
     # an allow-list: only catalogued, data-independent metrics leave (see METRIC_INCLUDES)
     conf.set_string("metrics.reporter.prom.filter.includes", ";".join(METRIC_INCLUDES))
     conf.set_string("python.fn-execution.bundle.size", "1000")
     conf.set_string("python.fn-execution.bundle.time", "1000")
-    if f["remote"]:
-        host, _, port = f["remote"].rpartition(":")
+    if f.remote:
+        host, _, port = f.remote.rpartition(":")
         conf.set_string("execution.target", "remote")
         conf.set_string("rest.address", host)
         conf.set_string("rest.port", port)
@@ -297,9 +297,9 @@ def source_parallelism(cfg: JobConfig) -> int:
     partition never advances (it would hold every release back)."""
     from dphhh.connectors.kafka_io import topic_settings
 
-    found = topic_settings(cfg.kafka_client_options(), cfg["kafka.input_topic"], [])["partitions"]
-    partitions = int(found) if found else cfg["flink.parallelism"]
-    return max(1, min(cfg["flink.parallelism"], partitions))
+    found = topic_settings(cfg.kafka_client_options(), cfg.kafka.input_topic, [])["partitions"]
+    partitions = int(found) if found else cfg.flink.parallelism
+    return max(1, min(cfg.flink.parallelism, partitions))
 
 
 def replay_clock(cfg: JobConfig) -> bool:
@@ -317,7 +317,7 @@ def replay_clock(cfg: JobConfig) -> bool:
     if cfg.mode != REPLAY:
         return False
     key = "message.timestamp.type"
-    return topic_settings(cfg.kafka_client_options(), cfg["kafka.input_topic"], [key])[key] == "LogAppendTime"
+    return topic_settings(cfg.kafka_client_options(), cfg.kafka.input_topic, [key])[key] == "LogAppendTime"
 
 
 def _batched(records, cfg: JobConfig):
@@ -328,11 +328,11 @@ def _batched(records, cfg: JobConfig):
     from pyflink.datastream.data_stream import DataStream
     from pyflink.java_gateway import get_gateway
 
-    f = cfg.values["flink"]
+    f = cfg.flink
     raw = Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()
     gateway = get_gateway()
     parser = None
-    settings = message_decoder_of(cfg).jvm_flow_parser() if f["batch_parse_flows"] else None
+    settings = message_decoder_of(cfg).jvm_flow_parser() if f.batch_parse_flows else None
     if settings is not None:  # flow records read into columns on the Java side (DPB2 batches)
         schema, addresses, weight, max_counter, max_record_bytes, time_fields = settings
         names = gateway.new_array(gateway.jvm.String, len(time_fields))
@@ -342,10 +342,10 @@ def _batched(records, cfg: JobConfig):
             schema, addresses, weight, max_counter, max_record_bytes, names
         )
     batcher = gateway.jvm.io.dphhh.flink.MessageBatcher(
-        f["batch_max_messages"],
-        f["batch_max_bytes"],
-        f["batch_max_delay_ms"],
-        cfg.values["testing"]["checkpoint_delay_ms"],
+        f.batch_max_messages,
+        f.batch_max_bytes,
+        f.batch_max_delay_ms,
+        cfg.testing.checkpoint_delay_ms,
         parser,
     )
     return DataStream(records._j_data_stream.transform(STEP_IDS["batch"], raw, batcher)).uid(STEP_IDS["batch"])
@@ -392,7 +392,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     from .operators import START
     from .schedule import LIVE
 
-    k = cfg.values["kafka"]
+    k = cfg.kafka
     schedule = job_schedule(cfg)
     live = schedule.mode == LIVE
     values = {s: dict(v) for s, v in cfg.values.items()}
@@ -411,10 +411,10 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     }
     source = (
         KafkaSource.builder()
-        .set_bootstrap_servers(k["bootstrap"])
-        .set_topics(k["input_topic"])
-        .set_group_id(k["group_id"])
-        .set_starting_offsets(starts[k["start"]])
+        .set_bootstrap_servers(k.bootstrap)
+        .set_topics(k.input_topic)
+        .set_group_id(k.group_id)
+        .set_starting_offsets(starts[k.start])
         .set_value_only_deserializer(ByteArraySchema())
     )
     if not live:  # a replay reads the log as it is at start, then releases its whole range
@@ -425,7 +425,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     watermarks = _clock_watermarks(live) if live or replay_clock(cfg) else WatermarkStrategy.no_watermarks()
     records = env.from_source(source, watermarks, STEP_IDS["source"]).uid(STEP_IDS["source"])
     readers = source_parallelism(cfg)
-    if readers < cfg["flink.parallelism"]:  # a source subtask without a partition would hold the watermark back
+    if readers < cfg.flink.parallelism:  # a source subtask without a partition would hold the watermark back
         records = records.set_parallelism(readers)
 
     batched = _batched(records, cfg).set_parallelism(readers)
@@ -471,7 +471,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     def sink(topic: str, step: str):
         builder = (
             KafkaSink.builder()
-            .set_bootstrap_servers(k["bootstrap"])
+            .set_bootstrap_servers(k.bootstrap)
             .set_record_serializer(
                 KafkaRecordSerializationSchema.builder()
                 .set_topic(topic)
@@ -479,7 +479,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
                 .build()
             )
             .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
-            .set_transactional_id_prefix(f"{k['group_id']}-{step}")
+            .set_transactional_id_prefix(f"{k.group_id}-{step}")
             .set_property("transaction.timeout.ms", str(15 * 60 * 1000))
         )
         return _kafka_properties(builder, cfg).build()
@@ -488,7 +488,7 @@ def build_pipeline(env, cfg: JobConfig, run_dir: Path) -> None:
     # its output stream (the stamped reports) only ends in a discarding sink
     reports.sink_to(_discarding_sink()).name(STEP_IDS["reports"]).uid(STEP_IDS["reports"]).set_parallelism(1)
     _with_record_timestamps(dead, STEP_IDS["dead_letter"]).sink_to(
-        sink(k["dead_letter_topic"], STEP_IDS["dead_letter"])
+        sink(k.dead_letter_topic, STEP_IDS["dead_letter"])
     ).name(STEP_IDS["dead_letter"]).uid(STEP_IDS["dead_letter"])
 
 
@@ -506,9 +506,9 @@ def submit(cfg: JobConfig, run_dir: Path, resume_from: Path | None = None):
 
     private_dir(run_dir)
     private_dir(cfg.checkpoint_path())
-    prepare_gateway(run_dir, [str(v)[4:] for v in cfg["kafka.extra"].values() if str(v).startswith("env:")])
+    prepare_gateway(run_dir, [str(v)[4:] for v in cfg.kafka.extra.values() if str(v).startswith("env:")])
     conf = flink_configuration(cfg, run_dir, resume_from)
-    if cfg["flink.remote"]:
+    if cfg.flink.remote:
         env = _remote_environment(cfg, conf)
     else:
         env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -522,7 +522,7 @@ def _remote_environment(cfg: JobConfig, conf):
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.java_gateway import get_gateway
 
-    host, _, port = cfg["flink.remote"].rpartition(":")
+    host, _, port = cfg.flink.remote.rpartition(":")
     jars = job_jars(python_runtime=True)
     gateway = get_gateway()
     j_jars = gateway.new_array(gateway.jvm.String, len(jars))

@@ -52,7 +52,7 @@ def wait_for_kafka(
 
     probe = probe or wait_for_broker
 
-    bootstrap, limit = cfg["kafka.bootstrap"], cfg["kafka.wait_s"]
+    bootstrap, limit = cfg.kafka.bootstrap, cfg.kafka.wait_s
     started, delay, attempt = time.monotonic(), 1.0, 0
     while True:
         attempt += 1
@@ -86,9 +86,9 @@ def prepare_kafka(cfg: JobConfig, metrics: ReportMetrics | None = None) -> Local
     """Start the local broker if the configured one is a loopback address that does not answer (and
     ``kafka.start_local_broker``), else wait for the broker (:func:`wait_for_kafka`); create the
     job's topics. Returns the broker this call started (to stop later), if any."""
-    bootstrap = cfg["kafka.bootstrap"]
+    bootstrap = cfg.kafka.bootstrap
     broker = None
-    if not reachable(bootstrap) and cfg["kafka.start_local_broker"]:
+    if not reachable(bootstrap) and cfg.kafka.start_local_broker:
         broker = LocalBroker.for_bootstrap(bootstrap)
         if broker is not None:
             _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
@@ -119,11 +119,11 @@ def ensure_job_topics(cfg: JobConfig) -> None:
     from .schedule import LIVE
 
     opts = cfg.kafka_client_options()
-    inp, reports, dead = cfg["kafka.input_topic"], cfg["kafka.reports_topic"], cfg["kafka.dead_letter_topic"]
+    inp, reports, dead = cfg.kafka.input_topic, cfg.kafka.reports_topic, cfg.kafka.dead_letter_topic
     configs = {reports: REPORTS_TOPIC, dead: OUTPUT_TOPIC}
     if cfg.mode == LIVE:
         configs[inp] = LIVE_INPUT_TOPIC
-    create_topics(opts, [inp, dead], partitions=cfg["flink.parallelism"], configs=configs)
+    create_topics(opts, [inp, dead], partitions=cfg.flink.parallelism, configs=configs)
     create_topics(opts, [reports], partitions=1, configs=configs)  # one partition: readers see window order
     found = {topic: topic_settings(opts, topic, [_TIMESTAMP_TYPE]) for topic in configs}
     for topic, wanted in configs.items():
@@ -149,9 +149,9 @@ def ensure_job_topics(cfg: JobConfig) -> None:
             "in window order, but readers of several partitions may see them out of order (give it one partition)"
         )
     parts = found[inp]["partitions"] if inp in found else None
-    if parts is not None and int(parts) < cfg["flink.parallelism"]:
+    if parts is not None and int(parts) < cfg.flink.parallelism:
         _say(
             f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
-            f"{cfg['flink.parallelism']}: the job reads it with {parts} source subtask(s) (give it one partition per "
+            f"{cfg.flink.parallelism}: the job reads it with {parts} source subtask(s) (give it one partition per "
             "subtask to use them all)"
         )

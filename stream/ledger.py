@@ -185,18 +185,18 @@ def job_key_secret(cfg) -> KeySecret:
     if cfg.seed is not None:
         return KeySecret.from_seed(cfg.seed)
     try:
-        return KeySecret.load_or_create(private_dir(cfg["output.ledger_dir"]))
+        return KeySecret.load_or_create(private_dir(cfg.output.ledger_dir))
     except OSError as exc:
-        raise LedgerError(f"ReleaseLedger: cannot keep the hash key in {cfg['output.ledger_dir']}: {exc}") from None
+        raise LedgerError(f"ReleaseLedger: cannot keep the hash key in {cfg.output.ledger_dir}: {exc}") from None
 
 
 def resolve_origin(cfg, now_ms: int) -> int:
     """The schedule origin of ``cfg``'s deployment: ``window.origin`` if configured, else the window
     holding ``now_ms`` on the deployment's first start; stored in the ledger either way (called by
     ``dphhh run`` and ``dphhh.stream.flink_entry`` before the job is submitted)."""
-    size = cfg["window.size_ms"]
+    size = cfg.window.size_ms
     first = cfg.origin_ms if cfg.origin_ms is not None else now_ms - now_ms % size
-    origin = ReleaseLedger(cfg["output.ledger_dir"]).schedule_start(first)
+    origin = ReleaseLedger(cfg.output.ledger_dir).schedule_start(first)
     if cfg.uses_key_secret:
         job_key_secret(cfg)  # created before any worker needs it
     return origin
@@ -208,10 +208,10 @@ def job_schedule(cfg):
     with their configuration)."""
     origin = cfg.origin_ms
     if origin is None:
-        origin = ReleaseLedger(cfg["output.ledger_dir"]).stored_schedule_start()
+        origin = ReleaseLedger(cfg.output.ledger_dir).stored_schedule_start()
         if origin is None:
             raise LedgerError(
-                f"ReleaseLedger: {cfg['output.ledger_dir']} holds no schedule origin; start the job with "
+                f"ReleaseLedger: {cfg.output.ledger_dir} holds no schedule origin; start the job with "
                 "`dphhh run` or `dphhh.stream.flink_entry`, which store it (or set window.origin)"
             )
     return cfg.schedule(origin)

@@ -165,11 +165,11 @@ class DecodeOperator(ProcessFunction):
         self.ticked: int | None = None  # the next operators are ticked once after open and at each new clock window
         self.user_level = self.cfg.unit.kind == "user"
         self.pairs = self.cfg.hierarchy.kind == "pair"  # docs/ALGORITHMS.md §11
-        self.shards = self.cfg.values["flink"]["parallelism"]
+        self.shards = self.cfg.flink.parallelism
         # the keys of the next operator: the sketch partitions, or (user level) the cap shards, which
         # pass the ticks on to the sketch partitions
         self.tick_keys = range(self.shards if self.user_level else self.cfg.params.partitions)
-        self.slow_s = max(0, self.cfg.values["testing"]["slow_decode_ms"]) / 1000
+        self.slow_s = max(0, self.cfg.testing.slow_decode_ms) / 1000
         self.slow = self.slow_s > 0 and runtime_context.get_index_of_this_subtask() == 1
         self.bad_batch_logged = False
         self.warm = WarmUp(warm_key_kernels if self.cfg.hierarchy.hashed_keys else lambda: None)
@@ -253,31 +253,20 @@ def message_decoder_of(cfg: JobConfig, secret: KeySecret | None = None) -> Messa
     are hashed under; the decode operator always passes it. Without it (``stream.job`` reads the
     flow parser's settings only) JSON unit keys would use the public fallback key of
     :func:`dphhh.privacy.unit_cap.unit_keys_of`."""
-    i = cfg.values["input"]
+    i = cfg.input
     return MessageDecoder(
-        i["format"],
-        max_message_bytes=i["max_message_bytes"],
-        json_field=i["json_field"],
-        json_time_field=i["json_time_field"] or None,
-        unit_field=unit_field_of(cfg),
+        i.format,
+        max_message_bytes=i.max_message_bytes,
+        json_field=i.json_field,
+        json_time_field=i.json_time_field or None,
+        unit_field=cfg.privacy.unit_field,
         path_depth=cfg.hierarchy.h,
-        flow_schema=i["flow_schema"],
-        flow_key=i["flow_key"],
-        flow_weight=i["flow_weight"],
-        source_units=source_units_of(cfg),
-        unit_secret=secret if unit_field_of(cfg) is not None else None,
+        flow_schema=i.flow_schema,
+        flow_key=i.flow_key,
+        flow_weight=i.flow_weight,
+        source_units=cfg.privacy.source_units,
+        unit_secret=secret if cfg.privacy.unit_field is not None else None,
     )
-
-
-def unit_field_of(cfg: JobConfig) -> str | None:
-    """The JSON field holding the privacy unit (``privacy.unit_key = "json:FIELD"``), else ``None``."""
-    key = cfg.values["privacy"]["unit_key"].strip()
-    return key[5:].strip() if key.startswith("json:") else None
-
-
-def source_units_of(cfg: JobConfig) -> bool:
-    """Whether the privacy unit is each record's source host (``privacy.unit_key = "source-ipv4"``)."""
-    return cfg.values["privacy"]["unit_key"].strip() == "source-ipv4"
 
 
 def release_timer(schedule, window: int) -> int:
@@ -362,7 +351,7 @@ class CapOperator(KeyedProcessFunction):
         self.entries = _Entries(runtime_context, STEP_IDS["cap"])
         self.partitions = range(self.cfg.params.partitions)
         self.secret = job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None
-        self.json_units = unit_field_of(self.cfg) is not None  # 128-bit keyed unit keys
+        self.json_units = self.cfg.privacy.unit_field is not None  # 128-bit keyed unit keys
         self.windows: dict[tuple[int, int], CapWindow] = {}  # (shard, window) → its cap and epochs
         self.count_seqs: dict[tuple[int, int], list[int]] = {}
         self.loaded: set[int] = set()
@@ -536,7 +525,7 @@ class SketchOperator(KeyedProcessFunction):
         self.keyed: dict[int, Any] = {}
         self.loaded: set[int] = set()
         self.noise_for = noise_source_factory(self.cfg.seed, attempt_salt(self.cfg))
-        dump = self.cfg.values["testing"]["debug_sketch_dir"]
+        dump = self.cfg.testing.debug_sketch_dir
         self.dump_dir = Path(dump) if dump else None
         self.warm = WarmUp(self._warm_up)
 
@@ -760,7 +749,7 @@ def write_private(path: Path, data: bytes) -> None:
 def attempt_salt(cfg: JobConfig) -> int:
     """A fresh nonzero salt for this operator attempt's seeded noise when the test hook
     ``testing.noise_per_attempt`` is on, else 0 (see :func:`dphhh.stream.assembler.noise_source_factory`)."""
-    return secrets.randbits(62) | 1 if cfg.values["testing"]["noise_per_attempt"] else 0
+    return secrets.randbits(62) | 1 if cfg.testing.noise_per_attempt else 0
 
 
 def write_attempt(folder: Path, stem: str, data: bytes) -> Path:
@@ -827,8 +816,8 @@ class ReleaseOperator(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         _open_common(self, runtime_context, "release")
-        out = self.cfg.values["output"]
-        ledger = ReleaseLedger(out["ledger_dir"])
+        out = self.cfg.output
+        ledger = ReleaseLedger(out.ledger_dir)
         ledger.claim(self.cfg.deployment_fingerprint())
         self.assembler = WindowAssembler(
             self.cfg.hierarchy,
@@ -843,12 +832,10 @@ class ReleaseOperator(KeyedProcessFunction):
             secret=job_key_secret(self.cfg) if self.cfg.hierarchy.hashed_keys else None,
             key_collision_delta=self.cfg.key_delta,
         )
-        report_file = JsonLinesReportFile(out["reports_file"]) if out["reports_file"] else None
+        report_file = JsonLinesReportFile(out.reports_file) if out.reports_file else None
         topic = None
         if self.kafka_options is not None:
-            topic = ReportsTopic(
-                self.kafka_options, self.cfg["kafka.reports_topic"], f"{self.cfg['kafka.group_id']}-reports"
-            )
+            topic = ReportsTopic(self.kafka_options, self.cfg.kafka.reports_topic, f"{self.cfg.kafka.group_id}-reports")
         if topic is not None:
             topic.connect()  # the producer's start-up is not the first report's (docs/ALGORITHMS.md §0.1 g)
         self.publisher = ReportPublisher(self.schedule, ledger, report_file, topic)
@@ -861,22 +848,22 @@ class ReleaseOperator(KeyedProcessFunction):
         # warm-up (see SketchOperator._warm_up): the first window's report costs what later ones do;
         # nothing is stored (the assembler stores nothing) and the result is discarded
         self.assembler.report(self.schedule.origin_ms, [])
-        self.fail_after = self.cfg.values["testing"]["fail_after_window"]
+        self.fail_after = self.cfg.testing.fail_after_window
         self.released_here = 0
         self.ticker = None
         if self.schedule.mode == LIVE and self.kafka_options is not None:
             run_dir = self.run_dir
             self.ticker = shared_ticker(
                 self.kafka_options,
-                self.cfg["kafka.input_topic"],
-                self.cfg["window.clock_tick_ms"],
+                self.cfg.kafka.input_topic,
+                self.cfg.window.clock_tick_ms,
                 on_fatal=lambda message: write_fatal(run_dir, message),
             )
 
     def close(self) -> None:
         if self.ticker is not None:
             assert self.kafka_options is not None  # the ticker is only started with them (open)
-            stop_shared_ticker(self.kafka_options, self.cfg["kafka.input_topic"])
+            stop_shared_ticker(self.kafka_options, self.cfg.kafka.input_topic)
             self.ticker = None
         publisher = getattr(self, "publisher", None)
         if publisher is not None:

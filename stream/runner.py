@@ -143,7 +143,7 @@ class ReportPrinter(threading.Thread):
     def run(self) -> None:
         for _, value in iter_committed_values(
             self.cfg.kafka_client_options(),
-            self.cfg["kafka.reports_topic"],
+            self.cfg.kafka.reports_topic,
             follow=True,
             from_beginning=self.from_beginning,
             stop=self.stop_event,
@@ -185,9 +185,9 @@ def check_output_paths(cfg: JobConfig) -> None:
 
     from .config import ConfigError
 
-    targets = [("output.ledger_dir", cfg["output.ledger_dir"])]
-    if cfg["output.reports_file"]:
-        targets.append(("output.reports_file", str(Path(cfg["output.reports_file"]).parent)))
+    targets = [("output.ledger_dir", cfg.output.ledger_dir)]
+    if cfg.output.reports_file:
+        targets.append(("output.reports_file", str(Path(cfg.output.reports_file).parent)))
     for key, folder in targets:
         try:
             Path(folder).mkdir(parents=True, exist_ok=True)
@@ -198,7 +198,7 @@ def check_output_paths(cfg: JobConfig) -> None:
     from .ledger import LedgerError, ReleaseLedger
 
     try:
-        ReleaseLedger(cfg["output.ledger_dir"]).claim(cfg.deployment_fingerprint())
+        ReleaseLedger(cfg.output.ledger_dir).claim(cfg.deployment_fingerprint())
     except LedgerError as exc:
         raise ConfigError(f"config: output.ledger_dir: {exc}") from None
 
@@ -236,7 +236,7 @@ def _committed(cfg: JobConfig, window_start: int) -> bool:
 
     return any(
         json.loads(v).get("window", {}).get("start_ms") == window_start
-        for _, _, v in iter_to_end(cfg.kafka_client_options(), cfg["kafka.reports_topic"])
+        for _, _, v in iter_to_end(cfg.kafka_client_options(), cfg.kafka.reports_topic)
     )
 
 
@@ -255,14 +255,14 @@ def stop_with_savepoint(client, cfg: JobConfig, timeout_s: float = 120.0) -> Non
 
 def _serve_report_metrics(cfg: JobConfig) -> ReportMetrics | None:
     """``dphhh run``'s report metrics endpoint (``output.metrics_port``; 0: none), serving."""
-    if not cfg["output.metrics_port"]:
+    if not cfg.output.metrics_port:
         return None
     from .report_metrics import ReportMetrics
     from .schedule import LIVE
 
     # a live report readable after its publication time is an incident (docs/ALGORITHMS.md §0.1 g)
-    metrics = ReportMetrics(publish_delay_ms=cfg["window.publish_delay_ms"] if cfg.mode == LIVE else None)
-    metrics.serve(cfg["output.metrics_port"])
+    metrics = ReportMetrics(publish_delay_ms=cfg.window.publish_delay_ms if cfg.mode == LIVE else None)
+    metrics.serve(cfg.output.metrics_port)
     return metrics
 
 
@@ -283,7 +283,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
     """``dphhh run``: the main job; prints each window's report as it is published."""
     from .schedule import LIVE, iso_ms
 
-    run_dir = Path(cfg["output.run_dir"] or state_dir() / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(cfg.output.run_dir or state_dir() / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
     for warning in cfg.warnings():
         _say(f"dphhh run: warning: {warning}")
     check_output_paths(cfg)
@@ -297,7 +297,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         from .ledger import ReleaseLedger, resolve_origin
 
         schedule = cfg.schedule(resolve_origin(cfg, int(time.time() * 1000)))  # before any sample is fed
-        ledger = ReleaseLedger(cfg["output.ledger_dir"])
+        ledger = ReleaseLedger(cfg.output.ledger_dir)
         released = ledger.windows()
         marker = ledger.directory / SCHEDULE_ENDED
         if _schedule_ended(cfg, schedule, released, marker):
@@ -319,9 +319,9 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
             producer.start()
             _say(
                 f"dphhh run: feeding the bundled capture and a synthetic stream into "
-                f"{cfg['kafka.input_topic']} at {rate:,.0f} addresses/s"
+                f"{cfg.kafka.input_topic} at {rate:,.0f} addresses/s"
             )
-        resume = latest_checkpoint(cfg) if cfg["flink.resume"] == "latest" else None
+        resume = latest_checkpoint(cfg) if cfg.flink.resume == "latest" else None
         if resume is not None:
             # which checkpoint (chk-N: N follows the uptime and, when checkpoints outlast their interval,
             # the state's size) goes to the private run folder only (docs/ALGORITHMS.md §0.1)
@@ -333,14 +333,14 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         client = submit(cfg, run_dir, resume)
         _say(
             f"dphhh run: job submitted; {describe_schedule(schedule)} (Ctrl-C stops)"
-            + (f"; report metrics on http://127.0.0.1:{cfg['output.metrics_port']}/metrics" if metrics else "")
+            + (f"; report metrics on http://127.0.0.1:{cfg.output.metrics_port}/metrics" if metrics else "")
         )
         printer = ReportPrinter(cfg, render, from_beginning=False, metrics=metrics)
         printer.start()
         stall_watch = ReportsStallWatch(
             cfg.kafka_client_options(),
-            cfg["kafka.reports_topic"],
-            stall_limit_s(cfg["flink.checkpoint_interval_ms"]),
+            cfg.kafka.reports_topic,
+            stall_limit_s(cfg.flink.checkpoint_interval_ms),
             metrics=metrics,
         )
         stall_watch.start()
@@ -348,7 +348,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         ending = schedule.mode == LIVE and schedule.until_ms is not None
 
         ended: list[float] = []  # when the last window's report was seen committed
-        hold_s = cfg["testing.hold_s"]
+        hold_s = cfg.testing.hold_s
 
         def on_tick() -> None:
             if fatal.exists():

@@ -62,7 +62,7 @@ def feed_forever(cfg: JobConfig, stop: threading.Event, rate: float, batch: int)
         parts.append(read_capture_sources(capture)[0])
     parts.append(synthetic_addresses(200_000, seed=7))
     stream = np.concatenate(parts)
-    producer = PackedProducer(cfg.kafka_client_options(), cfg["kafka.input_topic"])
+    producer = PackedProducer(cfg.kafka_client_options(), cfg.kafka.input_topic)
     sent, t0, i = 0, time.monotonic(), 0
     try:
         while not stop.is_set():

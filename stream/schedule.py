@@ -107,29 +107,34 @@ class ReleaseSchedule:
     publish_delay_ms: int = 0
 
     def __post_init__(self) -> None:
+        def bad(name: str, detail: str) -> UsageError:
+            return UsageError.of_parameter("ReleaseSchedule", name, detail)
+
         def whole(name: str, value: object, low: int) -> None:
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise UsageError(f"ReleaseSchedule: {name} must be an integer >= {low}, got {value!r}")
+                raise bad(name, f"must be an integer >= {low}, got {value!r}")
 
         whole("size_ms", self.size_ms, 1)
         whole("epoch_ms", self.epoch_ms, 1)
         for name in ("grace_ms", "max_future_ms", "max_past_ms", "publish_delay_ms"):
             whole(name, getattr(self, name), 0)
         if self.mode not in MODES:
-            raise UsageError(f"ReleaseSchedule: mode must be 'live' or 'replay', got {self.mode!r}")
+            raise bad("mode", f"must be 'live' or 'replay', got {self.mode!r}")
         if not isinstance(self.origin_ms, int) or self.origin_ms % self.size_ms:
-            raise UsageError(
-                f"ReleaseSchedule: origin_ms must be a window boundary (a multiple of size_ms = "
-                f"{self.size_ms}), got {self.origin_ms!r}"
+            raise bad(
+                "origin_ms",
+                f"must be a window boundary (a multiple of size_ms = {self.size_ms}), got {self.origin_ms!r}",
             )
         if self.until_ms is None:
             if self.mode == REPLAY:
-                raise UsageError("ReleaseSchedule: a replay needs until_ms (the end of its public range)")
+                detail = ": a replay needs until_ms (the end of its public range)"
+                raise UsageError(
+                    f"ReleaseSchedule{detail}", owner="ReleaseSchedule", parameter="until_ms", detail=detail
+                )
             return
         if not isinstance(self.until_ms, int) or self.until_ms % self.size_ms or self.until_ms <= self.origin_ms:
-            raise UsageError(
-                f"ReleaseSchedule: until_ms must be a window boundary after origin_ms = {self.origin_ms}, "
-                f"got {self.until_ms!r}"
+            raise bad(
+                "until_ms", f"must be a window boundary after the origin ({self.origin_ms}), got {self.until_ms!r}"
             )
 
     # --- windows -------------------------------------------------------------------------------
