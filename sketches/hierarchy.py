@@ -68,6 +68,9 @@ class Hierarchy(ABC):
     #: whether keys are secret hashes of the prefixes (then they travel with labels, and the
     #: hierarchy must be :meth:`keyed` with the window's key before it makes private keys)
     hashed_keys: bool = False
+    #: the IP address family of a hierarchy whose values are addresses (``"ipv4"``, ``"ipv6"``):
+    #: the family of address a flow record's column gives it; ``None`` for any other kind
+    address_family: str | None = None
 
     def labels_of(self, keys: np.ndarray, level: int) -> dict[int, Any]:
         """``{key: prefix}`` of hashed keys this object has seen (to ship labels beside them);
@@ -192,6 +195,7 @@ class IPv4Hierarchy(Hierarchy):
     """IPv4 prefixes of the given increasing lengths; values are uint32 addresses."""
 
     kind = "ipv4"
+    address_family = "ipv4"
 
     def __init__(self, prefix_lengths: Sequence[int] = (8, 16, 24, 32)) -> None:
         self.prefix_lengths = _check_prefix_lengths("IPv4Hierarchy", prefix_lengths, 32)
@@ -321,6 +325,7 @@ class IPv6Hierarchy(Hierarchy):
     """IPv6 prefixes of the given increasing lengths; values are ``(hi, lo)`` uint64 arrays."""
 
     kind = "ipv6"
+    address_family = "ipv6"
     hashed_keys = True
 
     def __init__(self, prefix_lengths: Sequence[int] = (16, 32, 48, 64, 128), secret: KeySecret | None = None) -> None:

@@ -13,6 +13,7 @@ Modules:
   ``dphhh exact``; :func:`batch_report`, :func:`exact_report`);
 * :mod:`dphhh.stream.config` — the job's configuration: one TOML file, environment and flag overrides
   (:func:`load_config`, :class:`JobConfig`);
+* :mod:`dphhh.stream.console` — status lines for the person running ``dphhh`` (standard error, public facts only);
 * :mod:`dphhh.stream.config_sections` — one frozen dataclass per configuration section, each checking
   its keys and building what it configures (the schedule, the privacy unit, the parameters, the guard);
 * :mod:`dphhh.stream.job` — the Flink job graph and its submission (embedded MiniCluster by default;

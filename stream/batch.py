@@ -188,22 +188,23 @@ def iter_records(
     weighting.check(source.format, source.is_capture)
     weighted = weighting.weighted(source.format)
     cap = int(weighting.cap) if weighting.cap is not None else 1  # W; check() refused weighted records without one
+    family = hierarchy.address_family
     if source.format == "flow-json":
-        if hierarchy.kind not in ("ipv4", "ipv6"):
+        if family is None:
             raise UsageError(f"--input-format flow-json needs an ipv4 or ipv6 hierarchy, got {hierarchy.spec()}")
         decoder = FlowJsonDecoder(
             weighting.flow_schema,
             key=weighting.flow_key,
             weight=weighting.weight if weighted else "records",
-            family=hierarchy.kind,
+            family=family,
         )
         for batch in iter_flow_file(source.path, decoder, skips):
-            cols = batch.ipv4 if hierarchy.kind == "ipv4" else batch.ipv6
+            cols = getattr(batch, family)  # the columns of the hierarchy's address family
             if len(cols):
                 yield cols.keys, (clip_weights(cols.weights, cap) if weighted else None)
         return
     if weighted:  # a capture weighted by each packet's IPv4 length
-        if hierarchy.kind != "ipv4":
+        if family != "ipv4":
             raise UsageError("--weight bytes on a capture needs an ipv4 hierarchy (packets give IPv4 sources)")
         for src, lengths in pcap.iter_capture_sources_with_lengths(source.path, skips):
             yield src, clip_weights(np.maximum(lengths, 1), cap)

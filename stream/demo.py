@@ -8,7 +8,6 @@ traffic, an empty window — and three malformed messages), replays its six wind
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dphhh.connectors.kafka_io import PackedProducer, iter_committed_values
 
 from .config import load_config
+from .console import say
 from .kafka_setup import prepare_kafka
 from .paths import DEMO_CAPTURE, state_dir
 from .paths import capture as bundled_capture
@@ -23,10 +23,6 @@ from .runner import ReportPrinter, signals_deferred, wait_for_job
 from .sample_traffic import sample_stream
 
 __all__ = ["run_demo"]
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> int:
@@ -66,11 +62,11 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         for ts, value in sample_stream(window, base, capture):
             producer.send_value(value, ts)
         producer.close()
-        _say(
+        say(
             f"dphhh demo: published a sample stream over 6 windows of {window // 1000} s "
             f"({producer.messages} messages, incl. 3 malformed) to {cfg.kafka.input_topic}"
         )
-        _say(
+        say(
             "dphhh demo: starting the Flink job (embedded MiniCluster, ~10 s): a replay of those 6 windows "
             "(window.mode = replay), every one released at the end of the input ..."
         )
@@ -95,7 +91,7 @@ def run_demo(render: Callable[[dict], str], overrides: Sequence[str] = ()) -> in
         dead = sum(
             1 for _ in iter_committed_values(cfg.kafka_client_options(), cfg.kafka.dead_letter_topic, idle_timeout_s=2)
         )
-        _say(
+        say(
             f"dphhh demo: {published} window reports published, {dead} records dead-lettered, "
             f"{time.monotonic() - started:.0f} s in all; files in {run_dir}"
         )

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from dphhh.connectors.kafka_io import create_topics
 
 from .broker import LocalBroker, reachable
 from .config import JobConfig
+from .console import say
 
 if TYPE_CHECKING:
     from .report_metrics import ReportMetrics
@@ -30,10 +30,6 @@ __all__ = [
     "prepare_kafka",
     "wait_for_kafka",
 ]
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def wait_for_kafka(
@@ -68,7 +64,7 @@ def wait_for_kafka(
                     f"kafka: broker {bootstrap} not reachable after {attempt} attempts in "
                     f"{waited:.0f} s (kafka.wait_s = {limit})"
                 ) from None
-            _say(
+            say(
                 f"{what}: broker {bootstrap} not reachable (attempt {attempt}); retrying in {delay:.0f} s "
                 "(Ctrl-C stops)"
             )
@@ -78,7 +74,7 @@ def wait_for_kafka(
         if metrics is not None:
             metrics.broker_up.set(1)
         if attempt > 1:
-            _say(f"{what}: broker {bootstrap} reachable after {attempt} attempts")
+            say(f"{what}: broker {bootstrap} reachable after {attempt} attempts")
         return
 
 
@@ -91,7 +87,7 @@ def prepare_kafka(cfg: JobConfig, metrics: ReportMetrics | None = None) -> Local
     if not reachable(bootstrap) and cfg.kafka.start_local_broker:
         broker = LocalBroker.for_bootstrap(bootstrap)
         if broker is not None:
-            _say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
+            say(f"dphhh: starting the local Kafka broker on {broker.bootstrap} ...")
             broker.start()
     wait_for_kafka(cfg, metrics)
     ensure_job_topics(cfg)
@@ -144,13 +140,13 @@ def ensure_job_topics(cfg: JobConfig) -> None:
         )
     parts = found[reports]["partitions"]
     if parts is not None and int(parts) > 1:
-        _say(
+        say(
             f"dphhh: warning: reports topic {reports} has {parts} partitions: the job writes its reports "
             "in window order, but readers of several partitions may see them out of order (give it one partition)"
         )
     parts = found[inp]["partitions"] if inp in found else None
     if parts is not None and int(parts) < cfg.flink.parallelism:
-        _say(
+        say(
             f"dphhh: warning: input topic {inp} has {parts} partitions for flink.parallelism = "
             f"{cfg.flink.parallelism}: the job reads it with {parts} source subtask(s) (give it one partition per "
             "subtask to use them all)"

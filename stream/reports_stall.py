@@ -14,13 +14,14 @@ Offsets of the reports topic count reports, which are public; nothing data-deriv
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from dphhh.sketches.errors import UsageError
+
+from .console import say as console_say
 
 __all__ = ["stall_limit_s", "StallDetector", "ReportsStallWatch"]
 
@@ -66,10 +67,6 @@ def _default_probe(options: Mapping[str, Any], topic: str) -> _Probe:
     return StableOffsetProbe(options, topic)
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 class ReportsStallWatch(threading.Thread):
     """Reads the reports topic's offsets every ``poll_s`` seconds (a daemon thread); warns once per stall
     and once when it clears, and keeps ``metrics.reports_topic_stalled`` at 1 while any partition stalls.
@@ -85,7 +82,7 @@ class ReportsStallWatch(threading.Thread):
         *,
         metrics: Any = None,
         poll_s: float = 10.0,
-        say: Callable[[str], None] = _say,
+        say: Callable[[str], None] = console_say,
         probe: Callable[[Mapping[str, Any], str], _Probe] = _default_probe,
         clock: Callable[[], float] = time.monotonic,
         who: str = "dphhh run",

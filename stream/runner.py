@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from dphhh.connectors.kafka_io import iter_committed_values
 
 from .config import JobConfig
+from .console import say
 from .errors import JobFailed
 from .kafka_setup import prepare_kafka
 from .operators import FATAL_FILE
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from .report_metrics import ReportMetrics
 
 __all__ = ["run_job", "wait_for_job", "cancel_job", "stop_with_savepoint", "ReportPrinter"]
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def root_cause(exc: BaseException) -> str:
@@ -81,10 +77,10 @@ def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: f
         except Exception as exc:  # the job failed for good (restart attempts exhausted)
             raise JobFailed(f"the job failed: {root_cause(exc)}") from None
     except KeyboardInterrupt:
-        _say("\ndphhh: stopping the job ...")
+        say("\ndphhh: stopping the job ...")
         with signals_deferred():
             cancel_job(client)
-        _say("dphhh: job stopped")
+        say("dphhh: job stopped")
         raise
 
 
@@ -285,7 +281,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
 
     run_dir = Path(cfg.output.run_dir or state_dir() / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}")
     for warning in cfg.warnings():
-        _say(f"dphhh run: warning: {warning}")
+        say(f"dphhh run: warning: {warning}")
     check_output_paths(cfg)
     (run_dir / FATAL_FILE).unlink(missing_ok=True)
     metrics = _serve_report_metrics(cfg)  # first: the broker wait is visible in it
@@ -302,14 +298,14 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         marker = ledger.directory / SCHEDULE_ENDED
         if _schedule_ended(cfg, schedule, released, marker):
             assert schedule.until_ms is not None  # an ended schedule has its end
-            _say(
+            say(
                 f"dphhh run: this deployment's schedule ended at {iso_ms(schedule.until_ms)} (window.until), every "
                 "report committed: nothing left to do"
             )
             return 0
         backlog = windows_due(schedule, released, int(time.time() * 1000))
         if backlog > 1000:
-            _say(
+            say(
                 f"dphhh run: warning: {backlog} windows of this deployment's schedule are past due since its last "
                 "report: each gets its report now, empty or not (a new output.ledger_dir, or window.origin, starts "
                 "a new schedule)"
@@ -317,7 +313,7 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         if feed:
             producer = threading.Thread(target=feed_forever, args=(cfg, stop, rate, 1000), daemon=True)
             producer.start()
-            _say(
+            say(
                 f"dphhh run: feeding the bundled capture and a synthetic stream into "
                 f"{cfg.kafka.input_topic} at {rate:,.0f} addresses/s"
             )
@@ -326,12 +322,12 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
             # which checkpoint (chk-N: N follows the uptime and, when checkpoints outlast their interval,
             # the state's size) goes to the private run folder only (docs/ALGORITHMS.md §0.1)
             note_resume(run_dir, resume)
-            _say(
+            say(
                 "dphhh run: resuming from the newest checkpoint of this deployment (flink.resume = latest; "
                 f"which one: {RESUMED_FROM_FILE} in the run folder)"
             )
         client = submit(cfg, run_dir, resume)
-        _say(
+        say(
             f"dphhh run: job submitted; {describe_schedule(schedule)} (Ctrl-C stops)"
             + (f"; report metrics on http://127.0.0.1:{cfg.output.metrics_port}/metrics" if metrics else "")
         )
@@ -357,10 +353,10 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
                 return
             if not ended:  # the last window's report is committed: nothing is due any more
                 ended.append(time.monotonic())
-                _say("dphhh run: the schedule ended (window.until)")
+                say("dphhh run: the schedule ended (window.until)")
             if time.monotonic() - ended[0] >= hold_s:
                 ended.append(time.monotonic())
-                _say("dphhh run: stopping the job with a final savepoint ...")
+                say("dphhh run: stopping the job with a final savepoint ...")
                 try:
                     stop_with_savepoint(client, cfg)
                 except Exception as exc:  # the job keeps its checkpoints: a new run resumes and stops again
@@ -375,8 +371,8 @@ def run_job(cfg: JobConfig, render: Callable[[dict], str], *, feed: bool, rate: 
         except KeyboardInterrupt:
             return 130
         except JobFailed as exc:
-            _say(f"dphhh run: error: {exc}")
-            _say(
+            say(f"dphhh run: error: {exc}")
+            say(
                 "dphhh run: reports published so far are intact; fix the cause and start again (it resumes "
                 "from the newest checkpoint)"
             )
