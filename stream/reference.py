@@ -235,6 +235,7 @@ SITE_NAV: list[dict[str, Any]] = [
             {"Monitor": "howto/monitor.md"},
             {"Alert": "alerting.md"},
             {"Troubleshoot": "howto/troubleshoot.md"},
+            {"Extend: a hierarchy kind, an input format, a config key": "howto/extend.md"},
         ]
     },
     {
