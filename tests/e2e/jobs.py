@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from dphhh.connectors.decode import MessageDecoder
 from dphhh.connectors.kafka_io import PackedProducer, read_to_end
 from dphhh.sketches.misra_gries import MisraGries
+from dphhh.stream.broker import LocalBroker
 from dphhh.stream.clock import is_tick
 from dphhh.stream.config import load_config
 from dphhh.stream.kafka_setup import ensure_job_topics
@@ -323,3 +325,17 @@ def leaked_counts(text: str, counts: Iterable[int]) -> set[int]:
     """The exact ``counts`` that appear as a number anywhere in ``text``."""
     found = number_tokens(text)
     return {c for c in counts if float(c) in found}
+
+
+@contextmanager
+def own_broker(port: int, var_dir: Path, **options: Any) -> Iterator[LocalBroker]:
+    """A broker of a test's own on ``port`` (its data in ``var_dir``; ``options``: the other
+    :class:`LocalBroker` settings, e.g. ``security="sasl_ssl"``), not the shared one on 9092;
+    stopped at the end. Refused when the port is taken (a broker left by another run)."""
+    local = LocalBroker(port, var_dir=var_dir, **options)
+    local.start()
+    assert local.started, f"port {port} was already taken by another process"
+    try:
+        yield local
+    finally:
+        local.stop()

@@ -2,7 +2,7 @@
 (SIGKILL) at a chosen moment, several kills in one job's life, and the job recovers each time: per
 moment a worker then the job (these tests run beside others); and the broker at each moment in turn
 (``serial``: its kills are timed against the job's commits, which a loaded machine would move). The
-tests that kill a broker kill one of their own (:func:`_own_broker`, not the shared one on 9092), so
+tests that kill a broker kill one of their own (:func:`tests.e2e.jobs.own_broker`, not the shared one on 9092), so
 the others' jobs are not touched.
 
 The jobs are live: a sender appends a message to the input every 250 ms (the broker stamps its
@@ -34,8 +34,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +54,7 @@ from tests.e2e.jobs import (
     live_origin,
     logged_offsets,
     logged_state_sizes,
+    own_broker,
     publish,
     reports,
     wait_for,
@@ -259,18 +258,6 @@ def _last_data_window(cfg) -> int:
     return max(ts for ts, _ in input_log(cfg)) // SIZE * SIZE
 
 
-@contextmanager
-def _own_broker(tmp_path: Path, port: int) -> Iterator[LocalBroker]:
-    """A broker of the test's own on ``port`` (its data under ``tmp_path``), stopped at the end."""
-    broker = LocalBroker(port, var_dir=tmp_path / "kafka")
-    broker.start()
-    assert broker.started, f"port {port} was already taken by another process"
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 #: the ports of the brokers of the tests that kill theirs (each + 1: its controller)
 KILL_BROKER_PORT, DOWN_BROKER_PORT = 29092, 29192
 
@@ -424,7 +411,7 @@ def test_kill_the_broker_at_each_moment_and_recover_exactly_once(tmp_path: Path)
     """SIGKILL the broker mid-window, then just after a release, then during a checkpoint (4 s slow
     checkpoints make that moment last), each once the job has recovered from the previous kill:
     every element once, every report once, no transaction left open (see _kill_and_recover)."""
-    with _own_broker(tmp_path, KILL_BROKER_PORT) as broker:
+    with own_broker(KILL_BROKER_PORT, tmp_path / "kafka") as broker:
         _kill_and_recover(tmp_path, "kill-broker", [("broker", m) for m in MOMENTS], 1000, 4000, broker)
 
 
@@ -432,7 +419,7 @@ def test_broker_down_at_start_the_job_waits_and_then_runs(tmp_path: Path) -> Non
     """With the broker away at start, dphhh run retries with backoff and logs it (no crash), and once
     the broker is back it creates its topics and reports every window exactly once (a broker of the
     test's own: it runs beside other tests)."""
-    with _own_broker(tmp_path, DOWN_BROKER_PORT) as broker:
+    with own_broker(DOWN_BROKER_PORT, tmp_path / "kafka") as broker:
         _broker_down_at_start(tmp_path, broker)
 
 

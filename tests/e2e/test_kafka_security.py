@@ -22,6 +22,7 @@ import pytest
 from dphhh.connectors.kafka_io import read_to_end, wait_for_broker
 from dphhh.stream.broker import LocalBroker
 from dphhh.stream.config import load_config
+from tests.e2e.jobs import own_broker
 
 # how a refusal is seen follows the load (beside the plain tests, when they took a third of the CPU, a
 # wrong password once showed as a bare disconnect; beside two CPU hogs: 15 of 15 refusals named): so
@@ -37,11 +38,10 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required usernam
 @pytest.fixture(scope="session")  # not "module": ./dphhh test's xdist group may interleave other modules' tests
 def secure_broker(tmp_path_factory):
     """A SASL_SSL broker of its own (not the main one on 9092), stopped at the end of the session."""
-    broker = LocalBroker(PORT, PORT + 1, var_dir=tmp_path_factory.mktemp("kafka-secure"), security="sasl_ssl")
-    broker.start()
-    assert broker.started, f"port {PORT} was already taken by another process"
-    yield broker
-    broker.stop()
+    with own_broker(
+        PORT, tmp_path_factory.mktemp("kafka-secure"), controller_port=PORT + 1, security="sasl_ssl"
+    ) as broker:
+        yield broker
 
 
 def _config(tmp_path: Path, broker: LocalBroker) -> Path:
