@@ -8,7 +8,10 @@ the stream configuration). The two cases here are legal but deserve a warning at
   be much smaller than 1/n (here: δ·n ≤ 0.01) for the guarantee to mean anything;
 * τ below the release threshold T*: a prefix is only released when its noisy count passes T*, so
   heavy hitters with counts between τ and about T* are systematically missed (and in
-  ``conservative`` mode τ < 2·α1 voids the coverage guarantee, which each report states).
+  ``conservative`` mode τ < 2·α1 voids the coverage guarantee, which each report states);
+* ε above :data:`EPSILON_NEARLY_EXACT`: legal (the release stays well defined at any finite ε), but
+  an output may then be e^ε times likelier with one element than without it, and the noise is
+  so small that the counts are nearly exact.
 
 The warnings use public parameters only (and an optional, public hint of the window size).
 """
@@ -18,12 +21,15 @@ from __future__ import annotations
 from .calibration import WindowCalibration
 from .params import HHHParams
 
-__all__ = ["guarantee_warnings", "DELTA_TIMES_N_MAX", "DELTA_WITHOUT_HINT_MAX"]
+__all__ = ["guarantee_warnings", "DELTA_TIMES_N_MAX", "DELTA_WITHOUT_HINT_MAX", "EPSILON_NEARLY_EXACT"]
 
 #: δ·n above this is "not far below 1/n".
 DELTA_TIMES_N_MAX = 0.01
 #: Without a window-size hint, δ above this draws a warning (it is not far below 1/n for n ≥ 10^4).
 DELTA_WITHOUT_HINT_MAX = 1e-6
+#: ε above this draws a warning: the guarantee bounds almost nothing (e^10 ≈ 22,000) and the counts
+#: are nearly exact.
+EPSILON_NEARLY_EXACT = 10.0
 
 
 def guarantee_warnings(params: HHHParams, *, h: int, expected_n: int | None = None) -> list[str]:
@@ -33,6 +39,12 @@ def guarantee_warnings(params: HHHParams, *, h: int, expected_n: int | None = No
     own count); without it δ is compared with :data:`DELTA_WITHOUT_HINT_MAX`.
     """
     out: list[str] = []
+    if params.epsilon > EPSILON_NEARLY_EXACT:
+        out.append(
+            f"epsilon={params.epsilon:g} is above {EPSILON_NEARLY_EXACT:g}: one element may make an output "
+            f"e^{params.epsilon:g} times likelier, and the noise is so small that the counts are nearly exact; "
+            f"the guarantee protects almost nothing (use epsilon <= {EPSILON_NEARLY_EXACT:g})"
+        )
     if expected_n:
         if params.delta * expected_n > DELTA_TIMES_N_MAX:
             out.append(

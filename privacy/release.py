@@ -43,7 +43,7 @@ from dphhh.sketches.errors import UsageError
 from .noise import discrete_laplace
 from .params import CALIBRATIONS, DEFAULT_CALIBRATION, VARIANTS, check_int, check_open_unit, check_positive
 from .randomness import RandomSource, as_source
-from .tails import smallest_threshold
+from .tails import smallest_threshold, smallest_threshold_log
 
 __all__ = ["ReleaseScales", "release_level", "release_arrays", "alpha2", "tight_threshold"]
 
@@ -55,8 +55,17 @@ def tight_threshold(*, epsilon_level: float, delta_level: float, b_gamma: float,
     <= 1 passes (``1 + γ + w > T``) with probability ``q <= P(γ + w >= T)``; at most two keys per
     side are in one neighbour's sketch only, and conditioning on the shared terms the proof charges
     every configuration at most ``e^(−ε_ℓ)·δ_ℓ`` at this T (docs/calibration.md §3.3a)."""
+    if delta_level > 0 and b_gamma == b_w:
+        log_limit = math.log(delta_level / 2) - epsilon_level
+        if log_limit < _LOG_FLOAT_FLOOR:  # e^(ε_ℓ) beyond floats: the same search, in logs
+            return smallest_threshold_log(float(b_gamma), log_limit)
     limit = delta_level / (2 * math.exp(epsilon_level))
     return smallest_threshold(float(b_gamma), float(b_w), limit)
+
+
+#: Below this log-probability the tight threshold is searched in logs (:func:`smallest_threshold_log`):
+#: ``e^(ε_ℓ)`` overflows a float from ε_ℓ ≈ 709, and a tail under e^-700 is near the smallest float.
+_LOG_FLOAT_FLOOR = -700.0
 
 
 @dataclass(frozen=True)

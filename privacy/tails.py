@@ -26,6 +26,8 @@ __all__ = [
     "dlap_tail",
     "dlap_sum_tail",
     "smallest_threshold",
+    "smallest_threshold_log",
+    "log_dlap_sum_tail_equal",
     "smallest_two_sided_bound",
 ]
 
@@ -106,6 +108,43 @@ def smallest_threshold(b_gamma: float, b_w: float, limit: float) -> int:
     while lo < hi:  # invariant: tail(hi) <= limit; every T < lo has tail > limit (or lo = 0)
         mid = (lo + hi) // 2
         if dlap_sum_tail(mid, b_gamma, b_w) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def log_dlap_sum_tail_equal(s: int, b: float) -> float:
+    """Upper bound on ``ln P(X1 + X2 >= s)`` for ``s >= 1`` and independent ``X1, X2 ~ DLap(b)``,
+    computed in logs so that it holds where the probability is below the smallest float.
+
+    With ``r = e^(−1/b)`` and ``c = (1 − r)/(1 + r)``, the closed form of :func:`dlap_sum_tail` at
+    equal scales is ``r^s/(1 + r) · (1 + c·s − c·r/(1 + r))`` (its three geometric parts summed:
+    the ``g < 0`` part's ``r²/(1 − r²)`` and the ``g >= s`` part's ``−r/(1 − r²)`` give ``−r/(1 + r)``);
+    its logarithm is ``−s/b − ln(1 + r) + ln(1 + c·s − c·r/(1 + r))``, plus ``ln(1 + SAFETY)``."""
+    b = _check_scale("b", b)
+    s = int(s)
+    if s < 1:
+        raise UsageError(f"tails: s must be >= 1 here, got {s}")
+    r = math.exp(-1.0 / b)
+    c = -math.expm1(-1.0 / b) / (1.0 + r)
+    return -s / b - math.log1p(r) + math.log(1.0 + c * s - c * r / (1.0 + r)) + math.log1p(SAFETY)
+
+
+def smallest_threshold_log(b: float, log_limit: float) -> int:
+    """Smallest integer ``T >= 1`` with ``ln P(γ + w >= T) <= log_limit`` (γ, w ~ DLap(b)), for a
+    ``log_limit`` too small for :func:`smallest_threshold`'s floats (a huge ε); found as it finds
+    its threshold, over :func:`log_dlap_sum_tail_equal`."""
+    if not log_limit < 0:
+        raise UsageError(f"tails: log_limit must be < 0, got {log_limit!r}")
+    lo, hi = 1, 1
+    while log_dlap_sum_tail_equal(hi, b) > log_limit:
+        lo, hi = hi, hi * 2
+        if hi > 1 << 62:
+            raise UsageError("tails: no threshold below 2^62 meets the limit")
+    while lo < hi:  # invariant: tail(hi) <= limit; every T < lo has tail > limit (or lo = 1)
+        mid = (lo + hi) // 2
+        if log_dlap_sum_tail_equal(mid, b) <= log_limit:
             hi = mid
         else:
             lo = mid + 1

@@ -92,3 +92,46 @@ def test_bad_scales_are_refused() -> None:
         dlap_sum_tail(3, 0.0, 1.0)
     with pytest.raises(ValueError, match="too close"):
         dlap_sum_tail(3, 1.0, 1.0 + 1e-9)
+
+
+@pytest.mark.parametrize("r", [Fraction(1, 2), Fraction(1, 1000), Fraction(1, 10**60)])
+@pytest.mark.parametrize("s", [1, 2, 7, 60])
+def test_log_tail_at_equal_scales_matches_exact_rational_arithmetic(r: Fraction, s: int) -> None:
+    """The log form is the log of an upper bound on the exact tail, within 2·SAFETY; the case r =
+    10^-60 at s = 60 is a probability of 10^-3600, far below the smallest float."""
+    from dphhh.privacy.tails import log_dlap_sum_tail_equal
+
+    b = -1 / math.log(r)
+    low, high = _rational_sum_tail(s, r, r, span=200)
+    got = log_dlap_sum_tail_equal(s, b)
+
+    def log_of(x: Fraction) -> float:  # ln of a positive rational, beyond float range
+        return math.log(x.numerator) - math.log(x.denominator)
+
+    assert got >= log_of(high) - 1e-9  # an upper bound (up to the rounding of b itself)
+    assert got <= log_of(low) + 2 * SAFETY + 1e-9
+
+
+@pytest.mark.parametrize("b", [0.05, 0.7, 3.0, 40.0])
+@pytest.mark.parametrize("limit", [1e-3, 1e-12, 1e-80, 1e-250])
+def test_the_log_search_finds_the_float_search_threshold(b: float, limit: float) -> None:
+    """Where floats still hold the limit, the search in logs gives the same threshold."""
+    from dphhh.privacy.tails import smallest_threshold_log
+
+    assert smallest_threshold_log(b, math.log(limit)) == smallest_threshold(b, b, limit)
+
+
+@pytest.mark.parametrize("epsilon", [2_840.0, 5_000.0, 1e6, 1e300])
+def test_a_huge_epsilon_gets_the_smallest_threshold_its_limit_allows(epsilon: float) -> None:
+    """Issue 27 item 6: ε = 5000 over h = 4 levels made e^(ε_ℓ) overflow (OverflowError, exit 70).
+    The threshold is now the smallest T with ln P(γ + w >= T) <= ln(δ_ℓ/2) − ε_ℓ, checked on both
+    sides of T."""
+    from dphhh.privacy.release import ReleaseScales
+    from dphhh.privacy.tails import log_dlap_sum_tail_equal
+
+    h, delta = 4, 1e-6
+    scales = ReleaseScales.for_budget(epsilon=epsilon, delta=delta, h=h)
+    t = int(scales.threshold)
+    log_limit = math.log(delta / h / 2) - epsilon / h
+    assert log_dlap_sum_tail_equal(t, scales.gamma) <= log_limit
+    assert t == 1 or log_dlap_sum_tail_equal(t - 1, scales.gamma) > log_limit

@@ -257,3 +257,33 @@ def test_run_refuses_an_unwritable_ledger_or_report_folder_at_start(tmp_path, ca
     )
     assert "config: output.reports_file: cannot write to" in capsys.readouterr().err
     assert (tmp_path / "ledger").is_dir() and not list((tmp_path / "ledger").iterdir())  # the check leaves nothing
+
+
+@pytest.mark.parametrize("epsilon", ["5000", "1e300"])
+def test_a_huge_epsilon_is_released_with_a_warning_not_a_crash(capsys, epsilon: str) -> None:
+    """Issue 27 item 6: ``--epsilon 5000`` on ``hhh`` and ``plan`` ended in an internal error
+    (OverflowError, exit 70). Now both run; ``hhh`` warns that the counts are nearly exact, and its
+    report is the ordinary one."""
+    code, out, err = _run(
+        capsys,
+        "hhh",
+        "--input",
+        str(_require(SYNACK)),
+        "--epsilon",
+        epsilon,
+        "--delta",
+        "1e-6",
+        "--tau",
+        "300",
+        "--format",
+        "json",
+        "--seed",
+        "3",
+    )
+    assert code == 0, err
+    assert f"epsilon={float(epsilon):g} is above 10" in err and "nearly exact" in err
+    report = json.loads(out)
+    assert report["params"]["epsilon"] == float(epsilon) and report["hhh"]
+    code, out, err = _run(capsys, "plan", "--epsilon", epsilon, "--n", "50k", "--tau", "300")
+    assert code == 0, err
+    assert "coverage holds" in out

@@ -336,3 +336,10 @@ def test_a_release_for_levels_or_partitions_the_hierarchy_does_not_have_is_refus
     releases = [release_sketch(level, p, {}, 0, params=params, h=3, rng=1) for level in (1, 2, 3) for p in (0, 1)]
     with pytest.raises(ValueError, match="expected one release per"):
         assemble_report(releases, parse_hierarchy("ipv4:8,16,24,32"), params)
+
+
+def test_an_epsilon_that_protects_almost_nothing_is_warned_about() -> None:
+    """Above ε = 10 the guarantee bounds almost nothing and the counts are nearly exact (issue 27)."""
+    quiet = guarantee_warnings(HHHParams(epsilon=10, delta=1e-9, tau=10_000), h=4, expected_n=10**6)
+    loud = guarantee_warnings(HHHParams(epsilon=10.5, delta=1e-9, tau=10_000), h=4, expected_n=10**6)
+    assert quiet == [] and len(loud) == 1 and "nearly exact" in loud[0]
