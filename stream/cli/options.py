@@ -37,7 +37,7 @@ __all__ = [
 
 HIERARCHY_HELP = "ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH (default ipv4:8,16,24,32)"
 TAU_HELP = (
-    "HHH threshold: an absolute count (e.g. 1000) or a share of the window's noisy size (e.g. 1%%, "
+    "HHH threshold: an absolute count (e.g. 1000, 1,000 or 1k) or a share of the window's noisy size (e.g. 1%%, "
     "0.5%%); a share costs no budget: it is computed from the released size"
 )
 
@@ -66,7 +66,7 @@ def input_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--weight-cap",
-        type=int,
+        type=whole_count,
         default=None,
         metavar="W",
         help="public cap on one record's weight (required with --weight packets/bytes on flows, bytes "
@@ -128,10 +128,36 @@ class Tau:
 
 
 _PERCENT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*%\s*")
+#: a count as people write one: ``1000``, ``1,000`` (groups of three), ``2.5k``, ``1M``, ``1e6``
+_COUNT = re.compile(r"\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*\.?[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([kKmMgG]?)\s*")
+_COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_count(text: str) -> float:
+    """A count as people write one — ``1000``, ``1,000``, ``2.5k``, ``1M``, ``1e6`` (``k`` = 10³, ``M`` = 10⁶,
+    ``G`` = 10⁹) — as a float; ``ValueError`` for anything else (``1,5`` is not a count: its comma
+    would be a decimal point in half the world)."""
+    m = _COUNT.fullmatch(str(text))
+    if not m:
+        raise ValueError(f"not a count: {text!r}")
+    return float(m.group(1).replace(",", "")) * _COUNT_SUFFIXES[m.group(2).lower()]
+
+
+def whole_count(text: str) -> int:
+    """A whole count written as :func:`parse_count` reads one (``1024``, ``1k``, ``4,096``): the argparse
+    type of ``--counters``, ``--weight-cap`` and ``--unit-cap``; a fractional count is refused."""
+    try:
+        value = parse_count(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole count (e.g. 1024, 1,500 or 2k), got {text!r}") from None
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole count, got {text!r}")
+    return int(value)
 
 
 def parse_tau(text: str) -> Tau:
-    """``"1000"`` → an absolute count; ``"1%"`` → a share 0.01 (argparse type of ``--tau``)."""
+    """``"1000"`` (or ``"1,000"``, ``"1k"``: :func:`parse_count`) → an absolute count; ``"1%"`` → a share
+    0.01 (argparse type of ``--tau``)."""
     m = _PERCENT.fullmatch(str(text))
     if m:
         share = float(m.group(1)) / 100
@@ -139,9 +165,11 @@ def parse_tau(text: str) -> Tau:
             raise argparse.ArgumentTypeError(f"a share must lie strictly between 0% and 100%, got {text!r}")
         return Tau(None, share, str(text).strip())
     try:
-        count = float(text)
+        count = parse_count(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count (e.g. 1000) or a share (e.g. 1%), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a count (e.g. 1000, 1,000 or 1k) or a share (e.g. 1%), got {text!r}"
+        ) from None
     if not math.isfinite(count) or count <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
     return Tau(count, None, str(text).strip())
@@ -167,7 +195,9 @@ def privacy_options(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "--beta", type=float, default=default("beta"), help="failure probability of the guarantees (default 0.05)"
     )
     p.add_argument("--tau", type=parse_tau, required=not demo, default=default("tau"), help=TAU_HELP)
-    p.add_argument("--counters", type=int, default=default("counters"), help="κ, counters per sketch (default 1024)")
+    p.add_argument(
+        "--counters", type=whole_count, default=default("counters"), help="κ, counters per sketch (default 1024)"
+    )
     p.add_argument(
         "--partitions", type=int, default=default("partitions"), help="P, key partitions per level (default 1)"
     )

@@ -17,7 +17,7 @@ from dphhh.privacy.plan import PlanInputs, make_plan
 from dphhh.sketches.errors import UsageError
 from dphhh.sketches.specs import parse_hierarchy
 
-from .options import parse_tau
+from .options import parse_tau, whole_count
 from .output import add_format_option, output_format, render
 
 __all__ = ["add_parser", "run", "parse_size", "format_plan", "format_table"]
@@ -46,11 +46,13 @@ def _percent(part: float, whole: float) -> str:
 
 
 def parse_size(text: str, where: str) -> int:
-    """``"2GiB"``, ``"500MB"``, ``"1e6"``, ``"100k"`` → an integer (bytes or elements)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    """``"2GiB"``, ``"500MB"``, ``"1e6"``, ``"100k"``, ``"50,000"`` → an integer (bytes or elements)."""
+    m = re.fullmatch(
+        r"\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*\.?[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text)
+    )
     if not m or m.group(2).lower() not in _UNITS:
         raise UsageError(f"{where} must be a number with an optional unit (k, M, G, KiB, MiB, GiB), got {text!r}")
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    value = float(m.group(1).replace(",", "")) * _UNITS[m.group(2).lower()]
     if value < 1 or value != value:
         raise UsageError(f"{where} must be >= 1, got {text!r}")
     return int(value)
@@ -73,12 +75,14 @@ def add_parser(sub: Any) -> None:
         "--tau", type=parse_tau, default=None, help="HHH threshold: a count, or a share of --n such as 1%% (optional)"
     )
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
-    p.add_argument("--counters", type=int, default=1024, help="κ, counters per sketch (default 1024)")
+    p.add_argument("--counters", type=whole_count, default=1024, help="κ, counters per sketch (default 1024)")
     p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
     p.add_argument("--variant", default="fresh", choices=VARIANTS)
     p.add_argument("--mode", default="conservative", choices=MODES)
     p.add_argument("--calibration", default=DEFAULT_CALIBRATION, choices=CALIBRATIONS)
-    p.add_argument("--unit-cap", type=int, default=1, help="m elements per privacy unit (user level; default 1)")
+    p.add_argument(
+        "--unit-cap", type=whole_count, default=1, help="m elements per privacy unit (user level; default 1)"
+    )
     p.add_argument("--weight-cap", type=int, default=1, help="W units per weighted record (default 1)")
     p.add_argument(
         "--max-memory",

@@ -287,3 +287,53 @@ def test_a_huge_epsilon_is_released_with_a_warning_not_a_crash(capsys, epsilon: 
     code, out, err = _run(capsys, "plan", "--epsilon", epsilon, "--n", "50k", "--tau", "300")
     assert code == 0, err
     assert "coverage holds" in out
+
+
+@pytest.mark.parametrize(
+    "text, count",
+    [
+        ("1000", 1000),
+        ("1,000", 1000),
+        ("12,345,678", 12_345_678),
+        ("1k", 1000),
+        ("2.5K", 2500),
+        ("1M", 10**6),
+        ("3e2", 300),
+        (" 7 ", 7),
+    ],
+)
+def test_a_count_is_read_as_people_write_it(text: str, count: int) -> None:
+    from dphhh.stream.cli.options import parse_count, parse_tau
+
+    assert parse_count(text) == count and parse_tau(text).count == count
+
+
+@pytest.mark.parametrize("text", ["1,5", "1,0000", "k", "1kk", "1 000", "1.000,5", "0x10"])
+def test_what_is_not_a_count_is_refused(text: str) -> None:
+    import argparse
+
+    from dphhh.stream.cli.options import parse_count, parse_tau
+
+    with pytest.raises(ValueError):
+        parse_count(text)
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_tau(text)
+
+
+def test_tau_and_n_take_thousands_and_suffixes_on_the_command_line(capsys) -> None:
+    """Issue 27 item 7: ``--tau 1k`` and ``1,000`` were refused where ``plan --n 50k`` worked."""
+    plain = _run(capsys, "exact", "--input", str(_require(SYNACK)), "--tau", "1000", "--format", "json")
+    for text in ("1k", "1,000"):
+        assert _run(capsys, "exact", "--input", str(SYNACK), "--tau", text, "--format", "json") == plain
+    plan = _run(capsys, "plan", "--epsilon", "1", "--n", "50000", "--tau", "1000")
+    assert plan[0] == 0 and _run(capsys, "plan", "--epsilon", "1", "--n", "50,000", "--tau", "1k") == plan
+
+
+def test_whole_counts_take_thousands_and_suffixes_too(capsys) -> None:
+    """``--counters 2k`` is ``--counters 2048``'s neighbour ``2000``; a fractional count is refused."""
+    assert _run(capsys, "plan", "--epsilon", "1", "--n", "50k", "--tau", "1k", "--counters", "2k") == _run(
+        capsys, "plan", "--epsilon", "1", "--n", "50k", "--tau", "1k", "--counters", "2,000"
+    )
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal
+        main(["plan", "--epsilon", "1", "--n", "50k", "--tau", "1k", "--counters", "1.5"])
+    assert refused.value.code == 2 and "expected a whole count" in capsys.readouterr().err
