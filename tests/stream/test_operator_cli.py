@@ -291,6 +291,34 @@ def test_a_gzip_capture_through_a_real_pipe(tmp_path: Path) -> None:
     assert "dphhh-input-" not in done.stderr  # the spooled copy's name is never shown
 
 
+def test_pipes_dev_stdin_and_process_substitution_read_like_the_file(tmp_path: Path) -> None:
+    """Issue 27 item 7: ``--input <(cat f)`` (``/dev/fd/N``), ``--input /dev/stdin`` and a named pipe
+    were refused as "not a regular file". They are read once into a private copy, as ``-`` is; a
+    compressed stream is unpacked; a folder is still refused."""
+    plain = _ipv4_file(tmp_path)
+    exe = Path(sys.executable).with_name("dphhh")
+    exact = [str(exe), "exact", "--tau", "300"]
+    want = json.loads(subprocess.run([*exact, "--input", str(plain)], capture_output=True, timeout=120).stdout)
+    with plain.open("rb") as stdin:
+        dev = subprocess.run([*exact, "--input", "/dev/stdin"], stdin=stdin, capture_output=True, timeout=120)
+    substituted = subprocess.run(  # bash's process substitution, of a compressed copy
+        ["bash", "-c", f'"$0" "${{@:1}}" --input <(gzip -c < "{plain}")', *exact],
+        capture_output=True,
+        timeout=120,
+    )
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["bash", "-c", f'cat "{plain}" > "{fifo}"'])
+    named = subprocess.run([*exact, "--input", str(fifo)], capture_output=True, timeout=120)
+    writer.wait(timeout=60)
+    for done in (dev, substituted, named):
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout)
+        assert got["n"] == want["n"] and got["hhh"] == want["hhh"]
+    folder = subprocess.run([*exact, "--input", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert folder.returncode == 2 and "not a regular file" in folder.stderr
+
+
 def test_version(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
