@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from kafka.errors import KafkaError
 
@@ -114,9 +115,18 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of ``dphhh``
+    (``dphhh hhh: error: …``), pointing to ``--help`` instead of printing the usage; exit status 2.
+    The sub-commands' parsers are of this class too (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dphhh``."""
-    parser = argparse.ArgumentParser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
+    parser = _Parser(prog="dphhh", description="Hierarchical heavy hitters under differential privacy.")
     parser.add_argument("--version", action="version", version=f"dphhh {_version()}")
     parser.add_argument(
         "--state-dir",

@@ -16,7 +16,13 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("dashboard", help="serve a live web page of the published private reports")
+    p = sub.add_parser(
+        "dashboard",
+        help="serve a live web page of the published private reports",
+        description="Serve a web page that shows each published private report as it arrives (read from a "
+        "reports topic, or from a reports JSON-lines file with --file): heavy prefixes, their intervals "
+        "and the guarantee. It shows only what the reports publish.",
+    )
     p.add_argument("--topic", default="dphhh-reports", help="reports topic (default dphhh-reports)")
     kafka_client_options(p)
     p.add_argument("--file", default=None, help="follow a reports JSON-lines file instead of a topic")

@@ -18,13 +18,25 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the stream job on a sample stream and print its reports")
+    p = sub.add_parser(
+        "demo",
+        help="run the stream job on a sample stream and print its reports",
+        description="Start this checkout's Kafka broker, feed the bundled sample stream to the stream job on "
+        "its embedded Flink MiniCluster and print each window's private report as it is published "
+        "(about a minute; no configuration needed). --batch runs the file command on the bundled capture "
+        "instead, without Kafka or Java.",
+    )
     p.add_argument("--batch", action="store_true", help="run the batch command on the bundled capture instead")
     privacy_options(p, demo=True)
     p.add_argument(
         "--input", default=None, help=f"with --batch; default: the bundled capture data/pcaps/{DEMO_CAPTURE}"
     )
-    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
+    p.add_argument(
+        "--input-format",
+        default="auto",
+        choices=INPUT_FORMATS,
+        help="with --batch; default: detect from magic bytes (flow-json must be given)",
+    )
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help=HIERARCHY_HELP)
     add_format_option(p, "text")
 

@@ -16,7 +16,7 @@ from dphhh.connectors.spool import spooled_input
 from dphhh.sketches.specs import parse_hierarchy
 
 from ..batch import exact_report
-from .options import TAU_HELP, input_options, parse_tau, weighting
+from .options import input_options, parse_tau, weighting
 from .output import add_format_option, output_format, render
 
 __all__ = ["add_parser", "run"]
@@ -30,7 +30,13 @@ def add_parser(sub: Any) -> None:
         "the exact n, counts and skip counts by reason. Do not publish it.",
     )
     input_options(p)
-    p.add_argument("--tau", type=parse_tau, required=True, help=TAU_HELP.replace("window's noisy size", "input's n"))
+    p.add_argument(
+        "--tau",
+        type=parse_tau,
+        required=True,
+        help="HHH threshold: an absolute count (e.g. 1000, 1,000 or 1k) or a share of the input's exact n "
+        "(e.g. 1%%, 0.5%%)",
+    )
     add_format_option(p, "json")
 
 

@@ -77,9 +77,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
     p.add_argument("--counters", type=whole_count, default=1024, help="κ, counters per sketch (default 1024)")
     p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
-    p.add_argument("--variant", default="fresh", choices=VARIANTS)
-    p.add_argument("--mode", default="conservative", choices=MODES)
-    p.add_argument("--calibration", default=DEFAULT_CALIBRATION, choices=CALIBRATIONS)
+    p.add_argument("--variant", default="fresh", choices=VARIANTS, help="release variant (default fresh)")
+    p.add_argument("--mode", default="conservative", choices=MODES, help="HHH extraction mode (default conservative)")
+    p.add_argument(
+        "--calibration",
+        default=DEFAULT_CALIBRATION,
+        choices=CALIBRATIONS,
+        help=f"noise calibration (default {DEFAULT_CALIBRATION}; paper = the DP-HHH paper's scales)",
+    )
     p.add_argument(
         "--unit-cap", type=whole_count, default=1, help="m elements per privacy unit (user level; default 1)"
     )

@@ -16,12 +16,23 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("produce", help="publish addresses to a Kafka topic")
+    p = sub.add_parser(
+        "produce",
+        help="publish addresses to a Kafka topic",
+        description="Publish the addresses of a file (text, pcap, pcapng, flow records) or a synthetic stream "
+        "with planted heavy prefixes to a Kafka topic, in one of the stream job's message formats: "
+        "the input side of a test or a demo deployment.",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", help="file of addresses (text, pcap, pcapng; '-' for standard input, .gz decompressed)")
     src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic addresses (planted heavy prefixes)")
-    p.add_argument("--input-format", default="auto", choices=INPUT_FORMATS)
-    p.add_argument("--topic", required=True)
+    p.add_argument(
+        "--input-format",
+        default="auto",
+        choices=INPUT_FORMATS,
+        help="default: detect from magic bytes (flow-json must be given)",
+    )
+    p.add_argument("--topic", required=True, help="the topic to publish to (created when missing)")
     kafka_client_options(p)
     p.add_argument("--rate", type=float, default=0.0, help="addresses/s (0 = as fast as possible)")
     p.add_argument("--batch", type=int, default=1000, help="addresses per message (packed format)")

@@ -14,8 +14,13 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("reports", help="print the reports of a reports topic (read-committed)")
-    p.add_argument("--topic", default="dphhh-reports")
+    p = sub.add_parser(
+        "reports",
+        help="print the reports of a reports topic (read-committed)",
+        description="Print the private reports a stream job published, oldest first, reading only committed "
+        "records (a report is visible once its transaction commits); --follow keeps waiting for new ones.",
+    )
+    p.add_argument("--topic", default="dphhh-reports", help="reports topic (default dphhh-reports)")
     kafka_client_options(p)
     p.add_argument("--follow", action="store_true", help="keep waiting for new reports")
     add_format_option(p, "text")

@@ -11,7 +11,16 @@ __all__ = ["add_parser", "run", "embedded_run_overrides"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the stream job (Kafka in, private reports out) until Ctrl-C")
+    p = sub.add_parser(
+        "run",
+        help="run the stream job (Kafka in, private reports out) until Ctrl-C",
+        description="Run the stream job: read the input topic, keep one Misra-Gries sketch per hierarchy level "
+        "and publish one private report per window of the public schedule to the reports topic (and "
+        "output.reports_file), until Ctrl-C or window.until. Settings: a TOML file (--config, see "
+        "deploy/dphhh.toml), DPHHH_<SECTION>_<KEY> variables, then --set; every key is in "
+        "docs/reference/config.md. A local broker is started when the bootstrap is this machine's and "
+        "does not answer.",
+    )
     p.add_argument("--config", default=None, help="TOML configuration file (see deploy/dphhh.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a setting")
     p.add_argument(

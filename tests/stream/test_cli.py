@@ -337,3 +337,53 @@ def test_whole_counts_take_thousands_and_suffixes_too(capsys) -> None:
     with pytest.raises(SystemExit) as refused:  # argparse's refusal
         main(["plan", "--epsilon", "1", "--n", "50k", "--tau", "1k", "--counters", "1.5"])
     assert refused.value.code == 2 and "expected a whole count" in capsys.readouterr().err
+
+
+def _subparsers(parser) -> dict:
+    import argparse
+
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
+def test_every_command_says_what_it_does_in_its_help() -> None:
+    """Issue 27 item 8: ``run``, ``produce``, ``reports`` and ``dashboard`` had no description; every
+    command (and every snapshot module) has one, and every option of theirs a help text."""
+    from dphhh.stream.cli.app import build_parser
+
+    missing = []
+    for name, parser in _subparsers(build_parser()).items():
+        for sub_name, sub in {name: parser, **{f"{name} {k}": v for k, v in _subparsers(parser).items()}}.items():
+            if not (sub.description or "").strip():
+                missing.append(f"{sub_name}: no description")
+            missing += [
+                f"{sub_name}: {a.option_strings[0]} has no help"
+                for a in sub._actions
+                if a.option_strings and a.help is None
+            ]
+    assert not missing, missing
+
+
+def test_exact_says_its_share_is_of_the_exact_n(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["exact", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "share of the input's exact n" in text and "costs no budget" not in text
+
+
+@pytest.mark.parametrize(
+    "argv, command",
+    [
+        (["hhh", "--input"], "dphhh hhh"),
+        (["plan", "--n", "5k"], "dphhh plan"),
+        (["nope"], "dphhh"),
+        (["snapshot", "hhh", "--epsilon", "x"], "dphhh snapshot hhh"),
+    ],
+)
+def test_an_argument_error_is_one_line_like_every_other_error(capsys, argv: list[str], command: str) -> None:
+    """Issue 27 item 8: argparse's errors printed the whole usage (9 lines); now one line, exit 2."""
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2
+    assert err.count("\n") == 1 and err.startswith(f"{command}: error: ") and f"{command} --help" in err, err
