@@ -10,6 +10,7 @@ suggestion; they use public parameters and the released noisy size only.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import replace
 from typing import Any
@@ -19,7 +20,7 @@ from dphhh.connectors.skips import SkipCounter
 from dphhh.connectors.spool import spooled_input
 from dphhh.privacy.checks import guarantee_warnings
 from dphhh.privacy.params import HHHParams, PrivacyBudget
-from dphhh.privacy.plan import PlanInputs, suggest_epsilon
+from dphhh.privacy.plan import SUGGESTED_EPSILONS, PlanInputs, suggest_epsilon
 from dphhh.sketches.hierarchy import Hierarchy
 from dphhh.sketches.sizing import sketch_memory_bytes
 from dphhh.sketches.specs import parse_hierarchy
@@ -28,8 +29,9 @@ from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory
 from .options import input_options, params, privacy_options, weighting
 from .output import add_format_option, output_format, render
+from .plan import PLAN_DEFAULTS
 
-__all__ = ["add_parser", "run", "run_report", "noise_warnings"]
+__all__ = ["add_parser", "run", "run_report", "noise_warnings", "plan_command"]
 
 DESCRIPTION = (
     "One private HHH report over a whole file (one window = the input). The report holds no count of "
@@ -64,13 +66,56 @@ def check_sketch_memory(args: argparse.Namespace, hierarchy: Hierarchy) -> None:
     )
 
 
-def noise_warnings(report: dict[str, Any], hierarchy: Hierarchy, params: HHHParams) -> list[str]:
-    """Warnings when a released report is mostly noise, from public values and its noisy size."""
+def plan_command(inputs: PlanInputs, hierarchy: Hierarchy) -> str:
+    """The ``dphhh plan`` command line of ``inputs`` (``--epsilon E`` left for the reader to choose): every
+    setting that is not ``plan``'s default, each number as it is (``--tau 0.5``, never ``0``), quoted
+    for a shell; ``plan`` accepts it as written."""
+    words = [
+        "dphhh",
+        "plan",
+        "--n",
+        str(int(inputs.n)),
+        "--tau",
+        f"{inputs.tau:.12g}",
+        "--delta",
+        f"{inputs.delta:.12g}",
+    ]
+    if hierarchy.spec() != PLAN_DEFAULTS["hierarchy"]:
+        words += ["--hierarchy", hierarchy.spec()]
+    for option, value in (
+        ("beta", inputs.beta),
+        ("counters", inputs.counters),
+        ("partitions", inputs.partitions),
+        ("variant", inputs.variant),
+        ("mode", inputs.mode),
+        ("calibration", inputs.calibration),
+        ("unit-cap", inputs.unit_cap),
+        ("weight-cap", inputs.weight_cap),
+    ):
+        if value != PLAN_DEFAULTS[option]:
+            words += [f"--{option}", f"{value:.12g}" if isinstance(value, float) else str(value)]
+    return " ".join(shlex.quote(w) for w in words) + " --epsilon E"
+
+
+def noise_warnings(
+    report: dict[str, Any],
+    hierarchy: Hierarchy,
+    params: HHHParams,
+    *,
+    budget: PrivacyBudget | None = None,
+    weight_cap: int = 1,
+) -> list[str]:
+    """Warnings when a released report is mostly noise, from public values and its noisy size.
+
+    ``budget`` is the (ε, δ) the user gave, per record (``params`` are the event-level parameters
+    calibrated from it, over ``weight_cap`` units per weighted record); a suggested ``--epsilon`` is in
+    the user's unit, and the suggested ``dphhh plan`` line carries every setting (:func:`plan_command`)."""
     if "refused" in report:
         return []
     n_noisy = max(int(report["window"]["n_noisy"]), 1)
     alpha1 = float(report["guarantees"]["alpha1"])
     tau = float(report["params"]["tau"])
+    user = budget if budget is not None else PrivacyBudget(params.epsilon, params.delta)
     out: list[str] = []
     mostly_noise = alpha1 >= n_noisy
     if mostly_noise:
@@ -88,29 +133,29 @@ def noise_warnings(report: dict[str, Any], hierarchy: Hierarchy, params: HHHPara
         target = tau if tau <= n_noisy else 0.05 * n_noisy
         inputs = PlanInputs(
             n=n_noisy,
-            epsilon=params.epsilon,
-            delta=params.delta,
+            epsilon=user.epsilon,
+            delta=user.delta,
             h=hierarchy.h,
             tau=target,
             beta=params.beta,
             counters=params.counters,
             partitions=params.partitions,
             variant=params.variant,
-            mode="point" if hierarchy.kind == "pair" else params.mode,  # 2-D claims no coverage
+            mode="point" if two_d else params.mode,  # 2-D claims no coverage
             calibration=params.calibration,
+            weight_cap=weight_cap,
         )
         eps = suggest_epsilon(inputs, target)
-        spec = "" if hierarchy.spec() == "ipv4:8,16,24,32" else f" --hierarchy '{hierarchy.spec()}'"
-        where = f"dphhh plan --n {n_noisy} --tau {target:.0f}{spec} --epsilon E"
-        if eps is not None and eps > params.epsilon:
+        where = plan_command(inputs, hierarchy)
+        if eps is not None and eps > user.epsilon:
             out.append(
-                f"the planner suggests --epsilon {eps:g} for tau {target:,.0f} at this size "
+                f"the planner suggests --epsilon {eps:g} for tau {target:,.6g} at this size "
                 f"(coverage and detection with probability >= 0.9; check with `{where}`)"
             )
         elif eps is None:
             out.append(
-                f"no epsilon up to 32 detects a prefix of {target:,.0f} at this size: raise --tau, or use more "
-                f"data per window (`{where}`)"
+                f"no epsilon up to {SUGGESTED_EPSILONS[-1]:g} detects a prefix of {target:,.6g} at this size: raise "
+                f"--tau, or use more data per window (`{where}`)"
             )
     return out
 
@@ -156,7 +201,9 @@ def run_report(args: argparse.Namespace, input_path: str) -> int:
         hhh_params = replace(hhh_params, tau=float(report["params"]["tau"]))
     for warning in guarantee_warnings(hhh_params, h=hierarchy.h, expected_n=n_noisy):
         print(f"{command}: warning: {warning}", file=sys.stderr)
-    for warning in noise_warnings(report, hierarchy, hhh_params):
+    for warning in noise_warnings(
+        report, hierarchy, hhh_params, budget=PrivacyBudget(args.epsilon, args.delta), weight_cap=unit.weight_cap
+    ):
         print(f"{command}: warning: {warning}", file=sys.stderr)
     if args.seed is not None:
         print(f"{command}: warning: --seed makes the noise reproducible: this report is NOT private", file=sys.stderr)

@@ -38,6 +38,19 @@ _UNITS = {
 TABLE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 TABLE_SIZES = (10**5, 10**6, 10**7)
 DEFAULT_MAX_MEMORY = "256MiB"
+#: ``plan``'s defaults of the settings a suggested command line carries when they differ
+#: (:func:`dphhh.stream.cli.hhh.plan_command`)
+PLAN_DEFAULTS: dict[str, Any] = {
+    "hierarchy": "ipv4:8,16,24,32",
+    "beta": 0.05,
+    "counters": 1024,
+    "partitions": 1,
+    "variant": "fresh",
+    "mode": "conservative",
+    "calibration": DEFAULT_CALIBRATION,
+    "unit-cap": 1,
+    "weight-cap": 1,
+}
 
 
 def _percent(part: float, whole: float) -> str:
@@ -70,25 +83,45 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--n", required=True, help="expected elements per window (public guess, e.g. 1e6 or 250k)")
     p.add_argument("--epsilon", type=float, required=True, help="window privacy budget ε > 0")
     p.add_argument("--delta", type=float, default=1e-6, help="window privacy budget δ (default 1e-6)")
-    p.add_argument("--beta", type=float, default=0.05, help="failure probability of the guarantees (default 0.05)")
+    p.add_argument(
+        "--beta", type=float, default=PLAN_DEFAULTS["beta"], help="failure probability of the guarantees (default 0.05)"
+    )
     p.add_argument(
         "--tau", type=parse_tau, default=None, help="HHH threshold: a count, or a share of --n such as 1%% (optional)"
     )
-    p.add_argument("--hierarchy", default="ipv4:8,16,24,32", help="ipv4:LENGTHS, ipv6:LENGTHS or path:DEPTH")
-    p.add_argument("--counters", type=whole_count, default=1024, help="κ, counters per sketch (default 1024)")
-    p.add_argument("--partitions", type=int, default=1, help="P, key partitions per level (default 1)")
-    p.add_argument("--variant", default="fresh", choices=VARIANTS, help="release variant (default fresh)")
-    p.add_argument("--mode", default="conservative", choices=MODES, help="HHH extraction mode (default conservative)")
+    p.add_argument(
+        "--hierarchy", default=PLAN_DEFAULTS["hierarchy"], help="ipv4:LENGTHS, ipv6:LENGTHS, path:DEPTH or A x B"
+    )
+    p.add_argument(
+        "--counters", type=whole_count, default=PLAN_DEFAULTS["counters"], help="κ, counters per sketch (default 1024)"
+    )
+    p.add_argument(
+        "--partitions", type=int, default=PLAN_DEFAULTS["partitions"], help="P, key partitions per level (default 1)"
+    )
+    p.add_argument(
+        "--variant", default=PLAN_DEFAULTS["variant"], choices=VARIANTS, help="release variant (default fresh)"
+    )
+    p.add_argument(
+        "--mode", default=PLAN_DEFAULTS["mode"], choices=MODES, help="HHH extraction mode (default conservative)"
+    )
     p.add_argument(
         "--calibration",
-        default=DEFAULT_CALIBRATION,
+        default=PLAN_DEFAULTS["calibration"],
         choices=CALIBRATIONS,
         help=f"noise calibration (default {DEFAULT_CALIBRATION}; paper = the DP-HHH paper's scales)",
     )
     p.add_argument(
-        "--unit-cap", type=whole_count, default=1, help="m elements per privacy unit (user level; default 1)"
+        "--unit-cap",
+        type=whole_count,
+        default=PLAN_DEFAULTS["unit-cap"],
+        help="m elements per privacy unit (user level; default 1)",
     )
-    p.add_argument("--weight-cap", type=int, default=1, help="W units per weighted record (default 1)")
+    p.add_argument(
+        "--weight-cap",
+        type=whole_count,
+        default=PLAN_DEFAULTS["weight-cap"],
+        help="W units per weighted record (default 1)",
+    )
     p.add_argument(
         "--max-memory",
         default=DEFAULT_MAX_MEMORY,
