@@ -17,7 +17,7 @@ from dphhh.privacy.plan import PlanInputs, make_plan
 from dphhh.sketches.errors import UsageError
 from dphhh.sketches.specs import parse_hierarchy
 
-from .options import parse_tau, whole_count
+from .options import PRIVACY_DEFAULTS, parse_tau, whole_count
 from .output import add_format_option, output_format, render
 
 __all__ = ["add_parser", "run", "parse_size", "format_plan", "format_table"]
@@ -40,17 +40,7 @@ TABLE_SIZES = (10**5, 10**6, 10**7)
 DEFAULT_MAX_MEMORY = "256MiB"
 #: ``plan``'s defaults of the settings a suggested command line carries when they differ
 #: (:func:`dphhh.stream.cli.hhh.plan_command`)
-PLAN_DEFAULTS: dict[str, Any] = {
-    "hierarchy": "ipv4:8,16,24,32",
-    "beta": 0.05,
-    "counters": 1024,
-    "partitions": 1,
-    "variant": "fresh",
-    "mode": "conservative",
-    "calibration": DEFAULT_CALIBRATION,
-    "unit-cap": 1,
-    "weight-cap": 1,
-}
+PLAN_DEFAULTS: dict[str, Any] = {"hierarchy": "ipv4:8,16,24,32", **PRIVACY_DEFAULTS, "unit-cap": 1, "weight-cap": 1}
 
 
 def _percent(part: float, whole: float) -> str:

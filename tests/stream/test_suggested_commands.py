@@ -73,31 +73,10 @@ def _detects(doc: dict) -> bool:
 @given(o=options)
 def test_every_suggested_plan_line_runs_and_agrees_with_its_warning(capsys, o: dict) -> None:
     hierarchy = parse_hierarchy(o["hierarchy"])
-    args = SimpleNamespace(
-        epsilon=o["epsilon"],
-        delta=o["delta"],
-        beta=o["beta"],
-        counters=o["counters"],
-        partitions=o["partitions"],
-        variant=o["variant"],
-        mode="conservative",
-        calibration=o["calibration"],
-        tau=SimpleNamespace(count=o["tau"], share=None),
-    )
-    user = PlanInputs(
-        n=o["n"],
-        epsilon=o["epsilon"],
-        delta=o["delta"],
-        h=hierarchy.h,
-        tau=o["tau"],
-        beta=o["beta"],
-        counters=o["counters"],
-        partitions=o["partitions"],
-        variant=o["variant"],
-        mode="conservative",
-        calibration=o["calibration"],
-        weight_cap=o["weight_cap"],
-    )
+    settings_given = {k: o[k] for k in ("epsilon", "delta", "beta", "counters", "partitions", "variant", "calibration")}
+    settings_given["mode"] = "conservative"
+    args = SimpleNamespace(**settings_given, tau=SimpleNamespace(count=o["tau"], share=None))
+    user = PlanInputs(n=o["n"], h=hierarchy.h, tau=o["tau"], weight_cap=o["weight_cap"], **settings_given)
     released = make_plan(user)  # the numbers a release with these settings states
     report = {
         "window": {"n_noisy": o["n"]},
