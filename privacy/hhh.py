@@ -101,12 +101,19 @@ class HHHItem:
             "prefix": self.prefix,
             "level": self.level,
             "verdict": self.verdict,
-            "count": round(self.count, 1),
-            "residual": round(min(max(self.residual, 0.0), max(self.count, 0.0)), 1),
+            "count": whole(self.count),
+            "residual": whole(min(max(self.residual, 0.0), max(self.count, 0.0))),
             "lower": round(self.lower, 1),
             "upper": round(self.upper, 1),
             "residual_lower": round(self.residual_lower, 1),
         }
+
+
+def whole(value: float) -> int | float:
+    """A released value as the mechanism made it: an integer where it is one (the release adds
+    integer noise to integer counts: ``633``, not ``633.0``), else rounded to one decimal."""
+    rounded = round(float(value), 1)
+    return int(rounded) if rounded.is_integer() else rounded
 
 
 def with_verdicts(items: list[HHHItem], hierarchy: Hierarchy, tau: float) -> list[HHHItem]:

@@ -18,11 +18,20 @@ from .calibration import WindowCalibration
 from .hhh import HHHItem
 from .params import HHHParams
 
-__all__ = ["SCHEMA", "VERDICT_TEXT", "build_report", "build_refused_report", "public_diagnostics"]
+__all__ = ["SCHEMA", "VERDICT_TEXT", "build_report", "build_refused_report", "public_diagnostics", "ranked"]
 
 #: Version 2 (this one): items carry ``residual`` (was ``estimate``), ``verdict`` and
 #: ``residual_lower``; ``guarantees.verdicts`` explains the verdicts.
 SCHEMA = "dphhh.report/2"
+
+
+def ranked(items: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """HHH rows as a top-N list, the one order of every HHH output (reports, ``exact``, the text, JSON
+    and CSV of both): the largest residual first, then the largest count, the coarser level, the
+    prefix. A function of the released (or, for ``exact``, the exact) values only: post-processing."""
+    return sorted(
+        items, key=lambda x: (-float(x.get("residual") or 0), -float(x.get("count") or 0), x["level"], str(x["prefix"]))
+    )
 
 
 def public_diagnostics(diagnostics: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -142,7 +151,7 @@ def build_report(
             "randomness": "secure" if secure_randomness else "seeded: NOT private, for experiments only",
         },
         "budget": dict(statement),
-        "hhh": [item.as_dict() for item in items],
+        "hhh": ranked(item.as_dict() for item in items),
         "diagnostics": notes,
     }
 

@@ -41,6 +41,7 @@ from dphhh.connectors.text import iter_text_lines
 from dphhh.connectors.text_records import text_records
 from dphhh.privacy.params import HHHParams, PrivacyBudget
 from dphhh.privacy.randomness import as_source
+from dphhh.privacy.report import ranked
 from dphhh.privacy.unit import PrivacyUnit
 from dphhh.privacy.window import release_window
 from dphhh.sketches.errors import OperationalError, UsageError
@@ -334,7 +335,7 @@ def exact_report(
             ),
         },
         "n": n,
-        "hhh": [
+        "hhh": ranked(
             {
                 "prefix": x.prefix,
                 "level": x.level,
@@ -347,6 +348,6 @@ def exact_report(
                 if isinstance(hierarchy, PairHierarchy)
                 else exact_hhh(hierarchy, values, tau, weights)
             )
-        ],
+        ),
         "diagnostics": {"skipped": skips.as_dict()},
     }

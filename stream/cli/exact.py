@@ -17,7 +17,7 @@ from dphhh.sketches.specs import parse_hierarchy
 
 from ..batch import exact_report
 from .options import input_options, parse_tau, weighting
-from .output import add_format_option, output_format, render
+from .output import add_format_option, add_top_option, output_format, render, top_rows
 
 __all__ = ["add_parser", "run"]
 
@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
         "(e.g. 1%%, 0.5%%)",
     )
     add_format_option(p, "json")
+    add_top_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
             line = skips.operational_line("dphhh exact")
             if line:
                 print(line, file=sys.stderr)
-    print(render(report, output_format(args)), flush=True)
+    print(render(top_rows(report, args.top), output_format(args)), flush=True)
     print("dphhh exact: NON-PRIVATE output: do not publish", file=sys.stderr)
     return 0

@@ -28,7 +28,7 @@ from dphhh.sketches.specs import parse_hierarchy
 from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory
 from .options import input_options, params, privacy_options, weighting
-from .output import add_format_option, output_format, render
+from .output import add_format_option, add_top_option, output_format, render, top_rows
 from .plan import PLAN_DEFAULTS
 
 __all__ = ["add_parser", "run", "run_report", "noise_warnings", "plan_command"]
@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
     privacy_options(p)
     add_max_memory_option(p)
     add_format_option(p, "json")
+    add_top_option(p)
 
 
 def check_sketch_memory(args: argparse.Namespace, hierarchy: Hierarchy) -> None:
@@ -207,7 +208,7 @@ def run_report(args: argparse.Namespace, input_path: str) -> int:
         print(f"{command}: warning: {warning}", file=sys.stderr)
     if args.seed is not None:
         print(f"{command}: warning: --seed makes the noise reproducible: this report is NOT private", file=sys.stderr)
-    print(render(report, output_format(args)), flush=True)
+    print(render(top_rows(report, getattr(args, "top", None)), output_format(args)), flush=True)
     # no running time: it follows the input's size (docs/ALGORITHMS.md §0.1 h)
     print(f"{command}: released 1 window over {hierarchy.h} levels", file=sys.stderr)
     return 0

@@ -29,6 +29,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from dphhh.privacy.report import ranked
+
 __all__ = [
     "FORMATS",
     "WIDTH",
@@ -40,6 +42,8 @@ __all__ = [
     "format_exact",
     "format_snapshot",
     "rows",
+    "add_top_option",
+    "top_rows",
 ]
 
 FORMATS = ("text", "json", "csv")
@@ -144,8 +148,41 @@ def _level_cell(item: dict[str, Any]) -> str:
     return f"{node[0]},{node[1]}" if node else str(item["level"])
 
 
-def _sorted_items(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    return sorted(items, key=lambda x: (x["level"], -float(x.get(key) or 0), x["prefix"]))
+def add_top_option(p: argparse.ArgumentParser) -> None:
+    """``--top N``: print only the first N rows of the ranked list (:func:`dphhh.privacy.report.ranked`)."""
+    p.add_argument(
+        "--top",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="print only the N rows with the largest residual (every format; the rest is counted in 'shown')",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def top_rows(doc: dict[str, Any], top: int | None) -> dict[str, Any]:
+    """``doc`` (a report or an ``exact`` document) with its HHH rows ranked and, with ``top``, only
+    the first ``top`` of them; ``shown`` says how many of how many. Post-processing of released values."""
+    if "hhh" not in doc:
+        return doc
+    items = ranked(doc["hhh"])
+    if top is None or len(items) <= top:
+        return {**doc, "hhh": items}
+    return {**doc, "hhh": items[:top], "shown": {"top": top, "of": len(items)}}
+
+
+def _shown_line(doc: dict[str, Any]) -> list[str]:
+    shown = doc.get("shown")
+    return [f"  (the {shown['top']:,} rows with the largest residual of {shown['of']:,}: --top)"] if shown else []
 
 
 #: The one-line legend of reports printed one after another (``demo``, ``run``, ``reports``).
@@ -178,15 +215,18 @@ def format_report(report: dict[str, Any], legend: str = "full") -> str:
         lines.append("  (no prefix reported: no prefix's noisy count reached the release threshold and tau)")
         return "\n".join(lines)
     width = max(18, *(len(printable(it["prefix"])) for it in items))
+    n_noisy = max(float(window.get("n_noisy") or 0), 1.0)
     columns: list[tuple[str, str, int, Callable[[dict], str]]] = [
         ("verdict", "verdict", 8, lambda it: it.get("verdict", "-")),
         ("level", "lvl", 5 if any("node" in it for it in items) else 3, _level_cell),
         ("prefix", "prefix", width, lambda it: printable(it["prefix"])),
         ("count", "count", 10, lambda it: _num(it["count"])),
         ("residual", "residual", 10, lambda it: _num(it["residual"])),
+        ("fraction", "fraction", 8, lambda it: f"{100 * max(0.0, it['count']) / n_noisy:.1f}%"),
         ("interval", "true count (1 - beta)", 23, lambda it: f"[{_num(max(0.0, it['lower']))}, {_num(it['upper'])}]"),
     ]
-    lines += _items_table(_sorted_items(items, "count"), columns)
+    lines += _items_table(ranked(items), columns)
+    lines += _shown_line(report)
     if legend == "full":
         lines.append("")
         lines += _wrap(REPORT_LEGEND)
@@ -226,7 +266,8 @@ def format_exact(doc: dict[str, Any]) -> str:
             ("residual", "residual", 10, lambda it: _num(it["residual"])),
             ("fraction", "fraction", 9, lambda it: f"{100 * it['count'] / max(doc['n'], 1):.2f}%"),
         ]
-        lines += _items_table(_sorted_items(items, "count"), columns)
+        lines += _items_table(ranked(items), columns)
+        lines += _shown_line(doc)
     skipped = doc.get("diagnostics", {}).get("skipped") or {}
     if skipped:
         lines.append("")
@@ -414,15 +455,16 @@ def rows(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """The header and rows of ``doc`` for CSV output."""
     schema = str(doc.get("schema", ""))
     if schema.startswith("dphhh.report/"):
-        items = _report_items(doc)
-        columns = ["verdict", "level", "prefix", "count", "residual", "lower", "upper", "residual_lower"]
+        n_noisy = max(float(doc.get("window", {}).get("n_noisy") or 0), 1.0)
+        items = [dict(it, fraction=round(max(0.0, it["count"]) / n_noisy, 6)) for it in ranked(_report_items(doc))]
+        columns = ["verdict", "level", "prefix", "count", "residual", "fraction", "lower", "upper", "residual_lower"]
         if any("node" in it for it in items):
             items = [dict(it, node=_level_cell(it)) for it in items]
             columns.insert(2, "node")
         return columns, items
     if schema.startswith("dphhh.exact/"):
         n = max(int(doc["n"]), 1)
-        items = [dict(it, fraction=round(it["count"] / n, 6)) for it in doc["hhh"]]
+        items = [dict(it, fraction=round(it["count"] / n, 6)) for it in ranked(doc["hhh"])]
         if any("node" in it for it in items):
             items = [dict(it, node=_level_cell(it)) for it in items]
             return ["level", "node", "prefix", "count", "residual", "fraction"], items

@@ -81,16 +81,19 @@ def test_coverage_line_says_holds_when_tau_is_large_enough(capsys) -> None:
     assert "coverage: VOID" in out  # the issue's finding: the paper's calibration, alpha1 ~ 875
 
 
-def test_pretty_table_fits_100_columns_in_a_real_terminal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("top", [None, 5])
+def test_pretty_table_fits_100_columns_in_a_real_terminal(tmp_path: Path, top: int | None) -> None:
     """``dphhh hhh --pretty`` on the capture, run in a real terminal (tmux, 100 columns): the
-    captured screen holds the coverage line and no line is wider than the terminal."""
+    captured screen holds the coverage line and no line is wider than the terminal; with ``--top 5``
+    it holds five rows and says so."""
     if shutil.which("tmux") is None:
         subprocess.run(["apt-get", "install", "-y", "-q", "tmux"], check=True, capture_output=True, timeout=600)
     exe = Path(sys.executable).with_name("dphhh")
     assert exe.exists(), exe
     out_file = tmp_path / "screen.txt"
     session = f"dphhh-test-{os.getpid()}"
-    command = f"{exe} hhh --input {SYNACK} --epsilon 1 --delta 1e-6 --tau 500 --seed 3 --pretty 2>/dev/null; tmux -L {session} wait -S {session}-done"
+    more = "" if top is None else f" --top {top}"
+    command = f"{exe} hhh --input {SYNACK} --epsilon 1 --delta 1e-6 --tau 500 --seed 3 --pretty{more} 2>/dev/null; tmux -L {session} wait -S {session}-done"
     tmux = ["tmux", "-L", session]  # a server of its own
     subprocess.run(
         [*tmux, "-f", "/dev/null", "new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", "60", "cat"],
@@ -113,6 +116,9 @@ def test_pretty_table_fits_100_columns_in_a_real_terminal(tmp_path: Path) -> Non
     screen = out_file.read_text()
     assert "coverage: VOID" in screen, screen
     assert max(len(line) for line in screen.splitlines()) <= WIDTH
+    rows = [line for line in screen.splitlines() if line.startswith(("  heavy ", "  possible "))]
+    if top is not None:
+        assert len(rows) == top and f"(the {top} rows with the largest residual of" in screen, screen
 
 
 # ----------------------------------------------------------------------------- one vocabulary, --format
@@ -366,3 +372,37 @@ def test_labels_reach_the_terminal_without_control_characters() -> None:
     assert printable("de/münchen/straße") == "de/münchen/straße"
     assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
     assert all(ord(c) >= 0x20 for c in printable("".join(map(chr, range(0x20))) + "\x7f\u200f"))
+
+
+# ----------------------------------------------------------------------------- a top-N list
+
+
+def _prefixes_in_text(text: str) -> list[str]:
+    return [line.split()[2] for line in text.splitlines() if line.startswith(("  heavy ", "  possible "))]
+
+
+@pytest.mark.parametrize("command", ["hhh", "exact"])
+def test_rows_are_a_top_n_list_in_every_format(capsys, command: str) -> None:
+    """Issue 27 item 4: text sorted by level then count, JSON/CSV by level then prefix. Now every format
+    lists the rows ranked the same way (largest residual first, then count, level, prefix); counts are
+    integers; ``--top N`` keeps the first N of that ranking in every format and says how many there were."""
+    private = ["--epsilon", "2", "--delta", "1e-6", "--seed", "5"] if command == "hhh" else []
+    base = [command, "--input", str(SYNACK), "--tau", "200", *private]
+    doc = json.loads(_run(capsys, *base, "--format", "json")[1])
+    items = doc["hhh"]
+    assert len(items) > 6
+    keys = [(-x["residual"], -x["count"], x["level"], x["prefix"]) for x in items]
+    assert keys == sorted(keys)
+    assert all(isinstance(x["count"], int) and isinstance(x["residual"], int) for x in items)
+    ranked_prefixes = [x["prefix"] for x in items]
+    assert _prefixes_in_text(_run(capsys, *base, "--format", "text")[1]) == ranked_prefixes
+    csv_rows = list(csv.DictReader(io.StringIO(_run(capsys, *base, "--format", "csv")[1])))
+    assert [r["prefix"] for r in csv_rows] == ranked_prefixes
+    assert all(0 <= float(r["fraction"]) <= 1 for r in csv_rows)
+    top = json.loads(_run(capsys, *base, "--format", "json", "--top", "4")[1])
+    assert [x["prefix"] for x in top["hhh"]] == ranked_prefixes[:4]
+    assert top["shown"] == {"top": 4, "of": len(items)}
+    text = _run(capsys, *base, "--format", "text", "--top", "4")[1]
+    assert _prefixes_in_text(text) == ranked_prefixes[:4] and f"of {len(items)}: --top" in text
+    csv_top = list(csv.DictReader(io.StringIO(_run(capsys, *base, "--format", "csv", "--top", "4")[1])))
+    assert [r["prefix"] for r in csv_top] == ranked_prefixes[:4]
