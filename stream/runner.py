@@ -15,7 +15,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,18 +58,23 @@ def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: f
     result = client.get_job_execution_result()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        while not result.done():
-            if on_tick is not None:
-                try:
-                    on_tick()
-                except JobFailed:
-                    with signals_deferred():
-                        cancel_job(client)
-                    raise
-            if deadline is not None and time.monotonic() > deadline:
-                cancel_job(client)
-                raise TimeoutError(f"job: still running after {timeout_s:.0f} s; cancelled")
-            time.sleep(0.2)
+        with interrupts_as_flag() as interrupted:
+            while not result.done():
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                if on_tick is not None:
+                    try:
+                        on_tick()
+                    except JobFailed:
+                        with signals_deferred():
+                            cancel_job(client)
+                        raise
+                if deadline is not None and time.monotonic() > deadline:
+                    cancel_job(client)
+                    raise TimeoutError(f"job: still running after {timeout_s:.0f} s; cancelled")
+                time.sleep(0.2)
+            if interrupted.is_set():
+                raise KeyboardInterrupt
         try:
             result.result()
         except KeyboardInterrupt:
@@ -82,6 +87,24 @@ def wait_for_job(client, on_tick: Callable[[], None] | None = None, timeout_s: f
             cancel_job(client)
         say("dphhh: job stopped")
         raise
+
+
+@contextlib.contextmanager
+def interrupts_as_flag() -> Iterator[threading.Event]:
+    """Inside the block, Ctrl-C and SIGTERM set the yielded flag instead of raising wherever the main
+    thread is: a call into the JVM (py4j) interrupted mid-command logs a traceback and may leave its
+    connection half read. The block checks the flag between calls; the handlers are restored after
+    it. Outside the main thread the flag is never set (signals go to the main thread)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    saved = {sig: signal.signal(sig, lambda *_: flag.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
