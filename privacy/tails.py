@@ -17,6 +17,7 @@ a threshold or bound found with it is never below what the exact tail requires.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 from dphhh.sketches.errors import UsageError
@@ -100,14 +101,20 @@ def smallest_threshold(b_gamma: float, b_w: float, limit: float) -> int:
     Found by exponential then binary search over the exact, monotone tail."""
     if not (0 < limit < 1):
         raise UsageError(f"tails: limit must be in (0, 1), got {limit!r}")
-    lo, hi = 0, 1
-    while dlap_sum_tail(hi, b_gamma, b_w) > limit:
+    return _smallest_meeting(lambda t: dlap_sum_tail(t, b_gamma, b_w) <= limit, 0)
+
+
+def _smallest_meeting(meets: Callable[[int], bool], low: int) -> int:
+    """Smallest integer ``T >= low`` with ``meets(T)``, for a ``meets`` that is false and then true (a
+    monotone tail against a limit): exponential, then binary search."""
+    lo, hi = low, max(low, 1)
+    while not meets(hi):
         lo, hi = hi, hi * 2
         if hi > 1 << 62:
             raise UsageError("tails: no threshold below 2^62 meets the limit")
-    while lo < hi:  # invariant: tail(hi) <= limit; every T < lo has tail > limit (or lo = 0)
+    while lo < hi:  # invariant: meets(hi); no T < lo meets it (or lo = low)
         mid = (lo + hi) // 2
-        if dlap_sum_tail(mid, b_gamma, b_w) <= limit:
+        if meets(mid):
             hi = mid
         else:
             lo = mid + 1
@@ -137,18 +144,7 @@ def smallest_threshold_log(b: float, log_limit: float) -> int:
     its threshold, over :func:`log_dlap_sum_tail_equal`."""
     if not log_limit < 0:
         raise UsageError(f"tails: log_limit must be < 0, got {log_limit!r}")
-    lo, hi = 1, 1
-    while log_dlap_sum_tail_equal(hi, b) > log_limit:
-        lo, hi = hi, hi * 2
-        if hi > 1 << 62:
-            raise UsageError("tails: no threshold below 2^62 meets the limit")
-    while lo < hi:  # invariant: tail(hi) <= limit; every T < lo has tail > limit (or lo = 1)
-        mid = (lo + hi) // 2
-        if log_dlap_sum_tail_equal(mid, b) <= log_limit:
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return _smallest_meeting(lambda t: log_dlap_sum_tail_equal(t, b) <= log_limit, 1)
 
 
 @lru_cache(maxsize=256)

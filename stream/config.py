@@ -254,11 +254,11 @@ def _validate(values: Mapping[str, Mapping[str, Any]]) -> JobConfig:
     testing = TestingSection.of(values["testing"])
     privacy = PrivacySection.of(values["privacy"])
     if testing.debug_sketch_dir and privacy.seed < 0:
-        raise ConfigError(
-            "config: testing.debug_sketch_dir writes the exact, NON-PRIVATE sketches of every window: it is "
-            "refused unless privacy.seed is set too (a test run, whose reports say they are not private)",
-            owner="config",
-            parameter="testing.debug_sketch_dir",
+        raise ConfigError.of_key(
+            "testing",
+            "debug_sketch_dir",
+            "writes the exact, NON-PRIVATE sketches of every window: it is refused unless privacy.seed is set "
+            "too (a test run, whose reports say they are not private)",
         )
     spec = HierarchySection.of(values["hierarchy"])
     hierarchy = spec.hierarchy
@@ -299,18 +299,14 @@ def _pair_input(hierarchy: Any, inputs: InputSection, privacy: PrivacySection) -
     ``input.flow_weight`` as in 1-D); IPv4 × IPv4, at event level or at user level per source
     host (the pair's first address). Returns the input as a pair hierarchy reads it."""
     if not (hierarchy.first.kind == hierarchy.second.kind == "ipv4"):
-        raise ConfigError(
-            f"config: hierarchy.spec {hierarchy.spec()!r}: the stream job reads IPv4 x IPv4 pairs",
-            owner="config",
-            parameter="hierarchy.spec",
-        )
+        raise ConfigError.of_key("hierarchy", "spec", f"{hierarchy.spec()!r}: the stream job reads IPv4 x IPv4 pairs")
     inputs = inputs.for_pairs()
     if privacy.unit_key.strip() and not privacy.source_units:
-        raise ConfigError(
-            "config: privacy.unit_key: a pair hierarchy supports user level per source host only "
-            "(unit_key = 'source-ipv4': the pair's source address)",
-            owner="config",
-            parameter="privacy.unit_key",
+        raise ConfigError.of_key(
+            "privacy",
+            "unit_key",
+            ": a pair hierarchy supports user level per source host only (unit_key = 'source-ipv4': the "
+            "pair's source address)",
         )
     return inputs
 

@@ -18,7 +18,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from dphhh.connectors.messages import MESSAGE_FORMATS
@@ -54,15 +55,25 @@ class ConfigError(UsageError):
 
     @classmethod
     def of_key(cls, section: str, key: str, detail: str) -> ConfigError:
-        """``"config: {section}.{key} {detail}"``, about the key ``section.key``."""
-        return cls(f"config: {section}.{key} {detail}", owner="config", parameter=f"{section}.{key}", detail=detail)
+        """``"config: {section}.{key} {detail}"`` (a ``detail`` that starts with ``":"`` follows the key
+        directly, as in :meth:`UsageError.about`), about the key ``section.key``."""
+        name = f"{section}.{key}"
+        text = f"config: {name}{'' if detail.startswith(':') else ' '}{detail}"
+        return cls(text, owner="config", parameter=name, detail=detail)
+
+    @classmethod
+    def of_usage(cls, exc: UsageError, name: str) -> ConfigError:
+        """The error of a domain object the config builds (``exc``) as the config's, naming the key
+        ``name`` instead of the object's parameter (``name`` is the section when ``exc`` is about no
+        single parameter)."""
+        return cls(
+            f"config: {exc.about(name)}", owner="config", parameter=name if exc.parameter else None, detail=exc.detail
+        )
 
 
 def parse_time_ms(text: Any, name: str) -> int | None:
     """Epoch milliseconds of a time key's value (an integer, digits, or ISO-8601; a time without a
     zone is UTC); ``None`` for ``""``. Raises :class:`ConfigError` naming the key."""
-    from datetime import datetime
-
     section, _, key = name.partition(".")
     if isinstance(text, int) and not isinstance(text, bool):
         return text
@@ -121,7 +132,7 @@ class Section:
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         """``{key: default}`` in the section's order (a fresh copy)."""
-        return {f.name: _default(f) for f in _fields(cls)}
+        return {f.name: _default(f) for f in dataclasses.fields(cls)}
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Self:
@@ -141,11 +152,7 @@ class Section:
 
     def as_values(self) -> dict[str, Any]:
         """``{key: value}`` (a fresh mapping)."""
-        return {f.name: _copy(getattr(self, f.name)) for f in _fields(type(self))}
-
-
-def _fields(cls: type) -> tuple[dataclasses.Field, ...]:
-    return dataclasses.fields(cls)
+        return {f.name: _copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -258,12 +265,7 @@ class InputSection(Section):
         if "flow_key" not in MESSAGE_FORMATS[self.format].reads:
             return self
         if self.flow_key not in ("src", "pair"):
-            raise ConfigError(
-                "config: input.flow_key: a pair hierarchy reads both addresses (flow_key = 'pair')",
-                owner="config",
-                parameter="input.flow_key",
-                detail=": a pair hierarchy reads both addresses (flow_key = 'pair')",
-            )
+            raise self.bad("flow_key", ": a pair hierarchy reads both addresses (flow_key = 'pair')")
         return dataclasses.replace(self, flow_key="pair")
 
     def check_reads(self, hierarchy: Hierarchy) -> None:
@@ -279,9 +281,7 @@ class InputSection(Section):
                 f"{hierarchy.spec()!r}: no input format of the stream job reads {hierarchy.kind} values "
                 f"(input.format {fmt!r} reads {kinds} hierarchies)"
             )
-            raise ConfigError(
-                f"config: hierarchy.spec {detail}", owner="config", parameter="hierarchy.spec", detail=detail
-            )
+            raise ConfigError.of_key("hierarchy", "spec", detail)
         raise ConfigError(
             f"config: hierarchy.spec {hierarchy.spec()!r} needs input.format {' or '.join(readers)}, got {fmt!r} "
             f"(which reads values of {kinds} hierarchies)",
@@ -300,13 +300,13 @@ class HierarchySection(Section):
     def check(self) -> None:
         self.hierarchy  # noqa: B018 (parsed once, here: an invalid spec fails now)
 
-    @property
+    @cached_property
     def hierarchy(self) -> Hierarchy:
         """The parsed hierarchy."""
         try:
             return parse_hierarchy(self.spec)
         except ValueError as exc:
-            raise ConfigError(f"config: hierarchy.spec: {exc}", owner="config", parameter="hierarchy.spec") from None
+            raise self.bad("spec", f": {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -349,11 +349,10 @@ class WindowSection(Section):
             if value is not None and value < 0:
                 raise self.bad(key, f"must be a time at or after 1970-01-01 (epoch ms >= 0), got {value}")
         if self.mode == REPLAY and (origin is None or until is None):
-            raise ConfigError(
-                "config: window.mode = 'replay' needs window.origin and window.until (the public range "
-                "[origin, until) whose every window gets a report)",
-                owner="config",
-                parameter="window.mode",
+            raise self.bad(
+                "mode",
+                "= 'replay' needs window.origin and window.until (the public range [origin, until) whose every "
+                "window gets a report)",
             )
         if origin is not None and until is not None and until <= origin:
             raise self.bad("until", f"({self.until}) must be after window.origin ({self.origin})")
@@ -362,8 +361,7 @@ class WindowSection(Section):
         except UsageError as exc:
             if exc.parameter is None:
                 raise
-            name = f"window.{self.SCHEDULE_KEYS.get(exc.parameter, exc.parameter)}"
-            raise ConfigError(f"config: {exc.about(name)}", owner="config", parameter=name, detail=exc.detail) from None
+            raise ConfigError.of_usage(exc, f"window.{self.SCHEDULE_KEYS.get(exc.parameter, exc.parameter)}") from None
         if origin is not None and until is not None and (until - origin) // self.size_ms > MAX_SCHEDULE_WINDOWS:
             raise ConfigError(
                 f"config: window.origin .. window.until spans {(until - origin) // self.size_ms} windows; "
@@ -446,7 +444,7 @@ class PrivacySection(Section):
     def json_units(self) -> bool:
         """Whether the privacy unit is a JSON field (``unit_key = "json:FIELD"``): its values get keyed
         128-bit unit keys (:func:`dphhh.privacy.unit_cap.unit_keys_of`)."""
-        return self.unit_key.strip().startswith("json:")
+        return self.unit_field is not None
 
     @property
     def unit_field(self) -> str | None:
@@ -469,12 +467,12 @@ class PrivacySection(Section):
             unit = PrivacyUnit()
         elif cap < 1:
             raise self.bad("unit_cap", f"must be an integer >= 1, got {cap}")
-        elif key == "source-ipv4":
+        elif self.source_units:
             _check_unit_carrier(key, "source-ipv4", fmt)
             unit = PrivacyUnit("user", "source address", cap)
-        elif key.startswith("json:") and key[5:].strip():
+        elif self.unit_field:
             _check_unit_carrier(key, "json", fmt)
-            unit = PrivacyUnit("user", f"json field {key[5:].strip()!r}", cap)
+            unit = PrivacyUnit("user", f"json field {self.unit_field!r}", cap)
         else:
             raise self.bad("unit_key", f"must be empty, 'source-ipv4' or 'json:FIELD', got {key!r}")
         if weight_cap > 1:
@@ -483,7 +481,7 @@ class PrivacySection(Section):
 
     def budget(self) -> PrivacyBudget:
         """The configured per-window (ε, δ)."""
-        return self.naming_keys(lambda: self._budget())
+        return self.naming_keys(self._budget)
 
     def _budget(self) -> PrivacyBudget:
         budget = PrivacyBudget(self.epsilon, self.delta)
@@ -516,10 +514,7 @@ class PrivacySection(Section):
         try:
             return build()
         except UsageError as exc:
-            name = f"privacy.{exc.parameter}" if exc.parameter else "privacy"
-            raise ConfigError(
-                f"config: {exc.about(name)}", owner="config", parameter=name if exc.parameter else None
-            ) from None
+            raise ConfigError.of_usage(exc, f"privacy.{exc.parameter}" if exc.parameter else "privacy") from None
 
     def guard(self, per_window: PrivacyBudget) -> BudgetGuard | None:
         """The budget guard (``budget_*``), or ``None`` when none is configured."""

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dphhh.connectors.kafka_io import iter_committed_values
 
@@ -96,30 +96,31 @@ def interrupts_as_flag() -> Iterator[threading.Event]:
     connection half read. The block checks the flag between calls; the handlers are restored after
     it. Outside the main thread the flag is never set (signals go to the main thread)."""
     flag = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
+    with _stop_signals_handled_by(lambda *_: flag.set()):
         yield flag
-        return
-    saved = {sig: signal.signal(sig, lambda *_: flag.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield flag
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
-def signals_deferred():
+def signals_deferred() -> Iterator[None]:
     """Ignore SIGINT/SIGTERM inside the block (a clean stop is not interrupted by a second Ctrl-C),
     then restore the handlers; a no-op outside the main thread."""
+    with _stop_signals_handled_by(signal.SIG_IGN):
+        yield
+
+
+@contextlib.contextmanager
+def _stop_signals_handled_by(handler: Any) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` inside the block, and back to their handlers after it;
+    a no-op outside the main thread (only the main thread may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
 
 
 def cancel_job(client, timeout_s: float = 30.0) -> None:

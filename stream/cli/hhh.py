@@ -10,7 +10,6 @@ suggestion; they use public parameters and the released noisy size only.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from dataclasses import replace
 from typing import Any
@@ -29,9 +28,9 @@ from ..batch import batch_report, no_readable_hint
 from .memory import add_max_memory_option, check_memory, parse_max_memory
 from .options import input_options, params, privacy_options, weighting
 from .output import add_format_option, add_top_option, output_format, render, top_rows
-from .plan import PLAN_DEFAULTS
+from .plan import plan_command
 
-__all__ = ["add_parser", "run", "run_report", "noise_warnings", "plan_command"]
+__all__ = ["add_parser", "run", "run_report", "noise_warnings"]
 
 DESCRIPTION = (
     "One private HHH report over a whole file (one window = the input). The report holds no count of "
@@ -65,37 +64,6 @@ def check_sketch_memory(args: argparse.Namespace, hierarchy: Hierarchy) -> None:
         "lower --counters (dphhh plan --max-memory recommends one) or --partitions",
         parse_max_memory(getattr(args, "max_memory", None)),
     )
-
-
-def plan_command(inputs: PlanInputs, hierarchy: Hierarchy) -> str:
-    """The ``dphhh plan`` command line of ``inputs`` (``--epsilon E`` left for the reader to choose): every
-    setting that is not ``plan``'s default, each number as it is (``--tau 0.5``, never ``0``), quoted
-    for a shell; ``plan`` accepts it as written."""
-    words = [
-        "dphhh",
-        "plan",
-        "--n",
-        str(int(inputs.n)),
-        "--tau",
-        f"{inputs.tau:.12g}",
-        "--delta",
-        f"{inputs.delta:.12g}",
-    ]
-    if hierarchy.spec() != PLAN_DEFAULTS["hierarchy"]:
-        words += ["--hierarchy", hierarchy.spec()]
-    for option, value in (
-        ("beta", inputs.beta),
-        ("counters", inputs.counters),
-        ("partitions", inputs.partitions),
-        ("variant", inputs.variant),
-        ("mode", inputs.mode),
-        ("calibration", inputs.calibration),
-        ("unit-cap", inputs.unit_cap),
-        ("weight-cap", inputs.weight_cap),
-    ):
-        if value != PLAN_DEFAULTS[option]:
-            words += [f"--{option}", f"{value:.12g}" if isinstance(value, float) else str(value)]
-    return " ".join(shlex.quote(w) for w in words) + " --epsilon E"
 
 
 def noise_warnings(

@@ -129,7 +129,9 @@ class Tau:
 
 _PERCENT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*%\s*")
 #: a count as people write one: ``1000``, ``1,000`` (groups of three), ``2.5k``, ``1M``, ``1e6``
-_COUNT = re.compile(r"\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*\.?[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([kKmMgG]?)\s*")
+#: a number as people write one (the count before any unit): ``1000``, ``1,000``, ``2.5``, ``1e6``
+NUMBER = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*\.?[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_COUNT = re.compile(rf"\s*({NUMBER})\s*([kKmMgG]?)\s*")
 _COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 
 
@@ -153,6 +155,14 @@ def whole_count(text: str) -> int:
     if value != int(value):
         raise argparse.ArgumentTypeError(f"expected a whole count, got {text!r}")
     return int(value)
+
+
+def positive_count(text: str) -> int:
+    """A whole count >= 1 (:func:`whole_count`): the argparse type of ``--top``."""
+    value = whole_count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole count >= 1, got {text!r}")
+    return value
 
 
 def parse_tau(text: str) -> Tau:

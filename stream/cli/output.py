@@ -31,6 +31,8 @@ from typing import Any
 
 from dphhh.privacy.report import ranked
 
+from .options import positive_count
+
 __all__ = [
     "FORMATS",
     "WIDTH",
@@ -152,21 +154,11 @@ def add_top_option(p: argparse.ArgumentParser) -> None:
     """``--top N``: print only the first N rows of the ranked list (:func:`dphhh.privacy.report.ranked`)."""
     p.add_argument(
         "--top",
-        type=_positive_int,
+        type=positive_count,
         default=None,
         metavar="N",
         help="print only the N rows with the largest residual (every format; the rest is counted in 'shown')",
     )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def top_rows(doc: dict[str, Any], top: int | None) -> dict[str, Any]:

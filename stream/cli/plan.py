@@ -9,18 +9,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 from dataclasses import replace
 from typing import Any
 
 from dphhh.privacy.params import CALIBRATIONS, DEFAULT_CALIBRATION, MODES, VARIANTS
 from dphhh.privacy.plan import PlanInputs, make_plan
 from dphhh.sketches.errors import UsageError
+from dphhh.sketches.hierarchy import Hierarchy
 from dphhh.sketches.specs import parse_hierarchy
 
-from .options import PRIVACY_DEFAULTS, parse_tau, whole_count
+from .options import NUMBER, PRIVACY_DEFAULTS, parse_tau, whole_count
 from .output import add_format_option, output_format, render
 
-__all__ = ["add_parser", "run", "parse_size", "format_plan", "format_table"]
+__all__ = ["add_parser", "run", "parse_size", "format_plan", "format_table", "plan_command", "PLAN_DEFAULTS"]
 
 _UNITS = {
     "": 1,
@@ -39,8 +41,39 @@ TABLE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 TABLE_SIZES = (10**5, 10**6, 10**7)
 DEFAULT_MAX_MEMORY = "256MiB"
 #: ``plan``'s defaults of the settings a suggested command line carries when they differ
-#: (:func:`dphhh.stream.cli.hhh.plan_command`)
+#: (:func:`plan_command`)
 PLAN_DEFAULTS: dict[str, Any] = {"hierarchy": "ipv4:8,16,24,32", **PRIVACY_DEFAULTS, "unit-cap": 1, "weight-cap": 1}
+
+
+def plan_command(inputs: PlanInputs, hierarchy: Hierarchy) -> str:
+    """The ``dphhh plan`` command line of ``inputs`` (``--epsilon E`` left for the reader to choose): every
+    setting that is not ``plan``'s default, each number as it is (``--tau 0.5``, never ``0``), quoted
+    for a shell; ``plan`` accepts it as written."""
+    words = [
+        "dphhh",
+        "plan",
+        "--n",
+        str(int(inputs.n)),
+        "--tau",
+        f"{inputs.tau:.12g}",
+        "--delta",
+        f"{inputs.delta:.12g}",
+    ]
+    if hierarchy.spec() != PLAN_DEFAULTS["hierarchy"]:
+        words += ["--hierarchy", hierarchy.spec()]
+    for option, value in (
+        ("beta", inputs.beta),
+        ("counters", inputs.counters),
+        ("partitions", inputs.partitions),
+        ("variant", inputs.variant),
+        ("mode", inputs.mode),
+        ("calibration", inputs.calibration),
+        ("unit-cap", inputs.unit_cap),
+        ("weight-cap", inputs.weight_cap),
+    ):
+        if value != PLAN_DEFAULTS[option]:
+            words += [f"--{option}", f"{value:.12g}" if isinstance(value, float) else str(value)]
+    return " ".join(shlex.quote(w) for w in words) + " --epsilon E"
 
 
 def _percent(part: float, whole: float) -> str:
@@ -50,9 +83,7 @@ def _percent(part: float, whole: float) -> str:
 
 def parse_size(text: str, where: str) -> int:
     """``"2GiB"``, ``"500MB"``, ``"1e6"``, ``"100k"``, ``"50,000"`` → an integer (bytes or elements)."""
-    m = re.fullmatch(
-        r"\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*\.?[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text)
-    )
+    m = re.fullmatch(rf"\s*({NUMBER})\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
         raise UsageError(f"{where} must be a number with an optional unit (k, M, G, KiB, MiB, GiB), got {text!r}")
     value = float(m.group(1).replace(",", "")) * _UNITS[m.group(2).lower()]
